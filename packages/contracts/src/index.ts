@@ -1,0 +1,4 @@
+export * from './generated/types';
+export * from './generated/subjects';
+export * from './validators';
+export { PERMISSIONS, CHANNELS } from './catalog';

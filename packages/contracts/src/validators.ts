@@ -1,0 +1,56 @@
+import Ajv2020, { type ValidateFunction, type ErrorObject } from 'ajv/dist/2020';
+import addFormats from 'ajv-formats';
+import { schemaBundle } from './generated/schemas';
+import { eventSubjects, type EventSubject } from './generated/subjects';
+import type { ReplyEnvelope, RequestEnvelope } from './generated/types';
+
+const SCHEMA_BASE = 'https://schemas.fleet.local/';
+
+/** Thrown when a message does not match its contract; `where` names the schema. */
+export class ContractViolation extends Error {
+  constructor(
+    readonly where: string,
+    readonly details: string,
+  ) {
+    super(`${where} violates its contract: ${details}`);
+    this.name = 'ContractViolation';
+  }
+}
+
+const ajv = new Ajv2020({ allErrors: false, strict: true, allowUnionTypes: true });
+addFormats(ajv);
+for (const schema of schemaBundle) ajv.addSchema(schema);
+
+const compiled = new Map<string, ValidateFunction>();
+
+/** The validator of a schema by its path under proto-schemas, e.g. 'envelope/request'. */
+export function validatorFor(name: string): ValidateFunction {
+  let validate = compiled.get(name);
+  if (!validate) {
+    const found = ajv.getSchema(`${SCHEMA_BASE}${name}.json`);
+    if (!found) throw new Error(`no schema named ${name}`);
+    validate = found;
+    compiled.set(name, validate);
+  }
+  return validate;
+}
+
+export function describeErrors(errors: ErrorObject[] | null | undefined): string {
+  if (!errors || errors.length === 0) return 'invalid';
+  return errors.map((e) => `${e.instancePath || '/'} ${e.message ?? 'is invalid'}`).join('; ');
+}
+
+function check<T>(name: string, value: unknown): T {
+  const validate = validatorFor(name);
+  if (!validate(value)) throw new ContractViolation(name, describeErrors(validate.errors));
+  return value as T;
+}
+
+export const checkRequestEnvelope = (value: unknown): RequestEnvelope => check('envelope/request', value);
+export const checkReplyEnvelope = (value: unknown): ReplyEnvelope => check('envelope/reply', value);
+
+/** Checks an event payload against the schema its subject declares in subjects.json. */
+export function checkEvent<T>(subject: EventSubject, value: unknown): T {
+  const id = eventSubjects[subject].schema;
+  return check<T>(id.slice(SCHEMA_BASE.length, -'.json'.length), value);
+}
