@@ -1,0 +1,6 @@
+export * from './errors';
+export * from './logger';
+export * from './config';
+export * from './bus';
+export * from './health';
+export * from './runtime';

@@ -1,0 +1,83 @@
+import { Bus } from './bus';
+import type { BaseConfig } from './config';
+import { HealthServer, type ReadinessCheck } from './health';
+import { createLogger, type Logger } from './logger';
+
+type Closer = () => Promise<void> | void;
+
+export interface RuntimeOptions {
+  service: string;
+  config: BaseConfig;
+  /** Extra readiness checks beside the bus connection (database, cache, broker...). */
+  readiness?: Record<string, ReadinessCheck>;
+  /** How long shutdown may take before the process exits anyway. */
+  shutdownGraceMs?: number;
+}
+
+/**
+ * What every service's composition root starts with: a logger, the bus, the health
+ * endpoints and graceful shutdown. Resources registered with onClose() are closed in
+ * reverse order on SIGTERM/SIGINT, after the bus has drained in-flight requests.
+ */
+export class ServiceRuntime {
+  private readonly closers: Closer[] = [];
+  private closing?: Promise<void>;
+  healthPort = 0;
+
+  private constructor(
+    readonly service: string,
+    readonly logger: Logger,
+    readonly bus: Bus,
+    readonly health: HealthServer,
+    private readonly graceMs: number,
+  ) {}
+
+  static async start(options: RuntimeOptions): Promise<ServiceRuntime> {
+    const { service, config } = options;
+    const logger = createLogger(service, config.LOG_LEVEL, config.SERVICE_INSTANCE);
+    const bus = await Bus.connect({ servers: config.NATS_URL, service, logger, requestTimeoutMs: config.BUS_REQUEST_TIMEOUT_MS });
+    const health = new HealthServer({ bus: () => bus.isConnected, ...options.readiness });
+    const runtime = new ServiceRuntime(service, logger, bus, health, options.shutdownGraceMs ?? 10_000);
+    runtime.healthPort = await health.listen(config.HEALTH_PORT);
+    return runtime;
+  }
+
+  onClose(closer: Closer): void {
+    this.closers.push(closer);
+  }
+
+  /** Marks the service ready and installs the signal handlers. */
+  ready(details: Record<string, unknown> = {}): void {
+    this.health.markReady();
+    for (const signal of ['SIGTERM', 'SIGINT'] as const) {
+      process.once(signal, () => {
+        this.logger.info({ signal }, 'shutting down');
+        void this.close().then(() => process.exit(0));
+      });
+    }
+    this.logger.info({ health_port: this.healthPort, ...details }, 'ready');
+  }
+
+  close(): Promise<void> {
+    this.closing ??= this.runClosers();
+    return this.closing;
+  }
+
+  private async runClosers(): Promise<void> {
+    this.health.markReady(false);
+    const timer = setTimeout(() => {
+      this.logger.error('shutdown grace period exceeded; exiting');
+      process.exit(1);
+    }, this.graceMs);
+    timer.unref();
+    const steps: Closer[] = [() => this.bus.drain(), ...[...this.closers].reverse(), () => this.health.close()];
+    for (const step of steps) {
+      try {
+        await step();
+      } catch (err) {
+        this.logger.warn({ err }, 'error while closing');
+      }
+    }
+    clearTimeout(timer);
+  }
+}
