@@ -1,0 +1,3 @@
+export { IdempotencyStore } from './store';
+export type { BeginResult, IdempotencyStoreOptions, StoredResponse } from './store';
+export { canonicalJson, isValidIdempotencyKey, requestFingerprint } from './fingerprint';

@@ -1,0 +1,183 @@
+import { randomBytes } from 'node:crypto';
+import type { Redis } from 'ioredis';
+
+/** One rate-limit window: at most `limit` events in any `windowMs` span, counted under `key`. */
+export interface WindowSpec {
+  key: string;
+  limit: number;
+  windowMs: number;
+}
+
+/** The state of one window after a hit or peek; feeds the RateLimit-* and Retry-After headers. */
+export interface WindowState {
+  key: string;
+  limit: number;
+  /** Events the window still admits (after this one, on an admitted hit); never negative; 0 when refused. */
+  remaining: number;
+  /** Whole seconds until the oldest counted event leaves the window; 0 when nothing is counted. */
+  resetSeconds: number;
+  /** Whole seconds (>= 1) until the window admits an event again; 0 when it admits one now. */
+  retryAfterSeconds: number;
+  allowed: boolean;
+}
+
+export interface HitResult {
+  allowed: boolean;
+  /** One state per requested window, in the order given. */
+  windows: WindowState[];
+  /** The refusing window that frees up last (largest retryAfterSeconds); absent when allowed. */
+  refusedBy?: WindowState;
+}
+
+/**
+ * KEYS: one sorted set per window. ARGV: mode ('hit' | 'peek'), member suffix, then limit and windowMs per key.
+ * Scores are Redis TIME in microseconds, so every gateway replica shares one clock.
+ * An event at score t is inside the window while now - t < window.
+ * Returns: all-allowed flag, then per window: allowed, count, remaining, resetSeconds, retryAfterSeconds.
+ */
+const SLIDING_WINDOW_LUA = `
+if redis.replicate_commands then pcall(redis.replicate_commands) end
+local mode = ARGV[1]
+local suffix = ARGV[2]
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+local function fmt(x) return string.format('%.0f', x) end
+local n = #KEYS
+local limits, wins, winMs, floors, counts, refused = {}, {}, {}, {}, {}, {}
+local all = true
+for i = 1, n do
+  limits[i] = tonumber(ARGV[1 + 2 * i])
+  winMs[i] = tonumber(ARGV[2 + 2 * i])
+  wins[i] = winMs[i] * 1000
+  floors[i] = now - wins[i]
+  if mode == 'hit' then
+    redis.call('ZREMRANGEBYSCORE', KEYS[i], '-inf', fmt(floors[i]))
+    counts[i] = redis.call('ZCARD', KEYS[i])
+  else
+    counts[i] = redis.call('ZCOUNT', KEYS[i], '(' .. fmt(floors[i]), '+inf')
+  end
+  refused[i] = counts[i] >= limits[i]
+  if refused[i] then all = false end
+end
+if mode == 'hit' and all then
+  local member = fmt(now) .. '-' .. suffix
+  for i = 1, n do
+    redis.call('ZADD', KEYS[i], fmt(now), member)
+    redis.call('PEXPIRE', KEYS[i], winMs[i])
+    counts[i] = counts[i] + 1
+  end
+end
+-- seconds (ceil, >= 1) until the in-window event at 0-based position idx (oldest first) leaves
+local function leaves(i, idx)
+  local r = redis.call('ZRANGEBYSCORE', KEYS[i], '(' .. fmt(floors[i]), '+inf', 'WITHSCORES', 'LIMIT', idx, 1)
+  if r[2] == nil then return math.max(1, math.ceil(wins[i] / 1000000)) end
+  return math.max(1, math.ceil((tonumber(r[2]) + wins[i] - now) / 1000000))
+end
+local out = { all and 1 or 0 }
+for i = 1, n do
+  local remaining, reset, retry = 0, 0, 0
+  if counts[i] > 0 then reset = leaves(i, 0) end
+  if refused[i] then
+    local idx = counts[i] - limits[i]
+    if idx >= counts[i] then
+      retry = math.max(1, math.ceil(wins[i] / 1000000))
+    else
+      retry = leaves(i, idx)
+    end
+  else
+    remaining = math.max(0, limits[i] - counts[i])
+  end
+  out[#out + 1] = refused[i] and 0 or 1
+  out[#out + 1] = counts[i]
+  out[#out + 1] = remaining
+  out[#out + 1] = reset
+  out[#out + 1] = retry
+end
+return out
+`;
+
+const COMMAND = 'fleetSlidingWindow';
+
+type ScriptingRedis = Redis & {
+  [COMMAND](numKeys: number, ...args: (string | number)[]): Promise<unknown>;
+};
+
+function checkSpecs(windows: WindowSpec[]): void {
+  if (windows.length === 0) throw new RangeError('at least one window is required');
+  const seen = new Set<string>();
+  for (const w of windows) {
+    if (typeof w.key !== 'string' || w.key.length === 0) throw new RangeError('window key must be a non-empty string');
+    if (!Number.isInteger(w.limit) || w.limit < 0) throw new RangeError(`window ${w.key}: limit must be an integer >= 0`);
+    if (!Number.isInteger(w.windowMs) || w.windowMs < 1) throw new RangeError(`window ${w.key}: windowMs must be an integer >= 1`);
+    if (seen.has(w.key)) throw new RangeError(`window ${w.key} given twice`);
+    seen.add(w.key);
+  }
+}
+
+/**
+ * Sliding-window-log rate limiter on Redis: one sorted set per window key, one Lua script per call,
+ * Redis TIME as the clock. All windows of one call are checked and counted atomically.
+ * With Redis Cluster every key of one call must hash to the same slot (put a {hash tag} in keyPrefix).
+ */
+export class SlidingWindowLimiter {
+  private readonly redis: ScriptingRedis;
+  private readonly instanceId = randomBytes(6).toString('hex');
+  private seq = 0;
+
+  constructor(redis: Redis, private readonly keyPrefix: string) {
+    redis.defineCommand(COMMAND, { lua: SLIDING_WINDOW_LUA });
+    this.redis = redis as ScriptingRedis;
+  }
+
+  /** Counts one event in every window atomically if all of them admit it; counts nothing if any refuses. */
+  hit(windows: WindowSpec[]): Promise<HitResult> {
+    return this.run('hit', windows);
+  }
+
+  /** Current state without counting (for headers on replays or refused requests). */
+  peek(windows: WindowSpec[]): Promise<HitResult> {
+    return this.run('peek', windows);
+  }
+
+  private async run(mode: 'hit' | 'peek', windows: WindowSpec[]): Promise<HitResult> {
+    checkSpecs(windows);
+    this.seq = (this.seq + 1) % Number.MAX_SAFE_INTEGER;
+    const args: (string | number)[] = [mode, `${this.instanceId}.${this.seq.toString(36)}`];
+    for (const w of windows) args.push(w.limit, w.windowMs);
+    const keys = windows.map((w) => this.keyPrefix + w.key);
+    const reply = await this.redis[COMMAND](keys.length, ...keys, ...args);
+    if (!Array.isArray(reply) || reply.length !== 1 + 5 * windows.length) {
+      throw new Error('unexpected reply from the rate-limit script');
+    }
+    const num = (i: number): number => Number(reply[i]);
+    const states = windows.map((w, i): WindowState => {
+      const base = 1 + 5 * i;
+      return {
+        key: w.key,
+        limit: w.limit,
+        allowed: num(base) === 1,
+        remaining: num(base + 2),
+        resetSeconds: num(base + 3),
+        retryAfterSeconds: num(base + 4),
+      };
+    });
+    const allowed = num(0) === 1;
+    if (allowed) return { allowed, windows: states };
+    let refusedBy: WindowState | undefined;
+    for (const s of states) {
+      if (!s.allowed && (refusedBy === undefined || s.retryAfterSeconds > refusedBy.retryAfterSeconds)) refusedBy = s;
+    }
+    return refusedBy === undefined ? { allowed, windows: states } : { allowed, windows: states, refusedBy };
+  }
+}
+
+/** RateLimit-Limit / -Remaining / -Reset for one window, plus Retry-After when it refused. */
+export function rateLimitHeaders(state: WindowState): Record<string, string> {
+  const headers: Record<string, string> = {
+    'RateLimit-Limit': String(state.limit),
+    'RateLimit-Remaining': String(state.remaining),
+    'RateLimit-Reset': String(state.resetSeconds),
+  };
+  if (!state.allowed) headers['Retry-After'] = String(state.retryAfterSeconds);
+  return headers;
+}
