@@ -1,0 +1,6 @@
+export { ensureDatabase, dropDatabase } from './database';
+export { migrate, readMigrations, PRISMA_MIGRATE_LOCK_KEY } from './migrate';
+export type { MigrateLogger, MigrateOptions, MigrateResult } from './migrate';
+export { createPrismaClient } from './prisma';
+export type { PrismaClientOptions } from './prisma';
+export { databaseUrlFor, databaseNameOf } from './url';

@@ -1,0 +1,26 @@
+import { PrismaPg } from '@prisma/adapter-pg';
+import { pgConnectionString, schemaOf } from './url';
+
+export interface PrismaClientOptions {
+  /** Schema for the generated queries; defaults to the URL's `?schema=` parameter, else `public`. */
+  schema?: string;
+  /** Maximum size of the connection pool (node-postgres default: 10). */
+  max?: number;
+}
+
+/**
+ * Builds a Prisma 7 client (generated with the `prisma-client` generator) on the node-postgres
+ * driver adapter: no query engine binary is involved.
+ */
+export function createPrismaClient<T>(
+  ClientClass: new (opts: { adapter: unknown }) => T,
+  databaseUrl: string,
+  opts: PrismaClientOptions = {},
+): T {
+  const schema = opts.schema ?? schemaOf(databaseUrl);
+  const adapter = new PrismaPg(
+    { connectionString: pgConnectionString(databaseUrl), ...(opts.max !== undefined ? { max: opts.max } : {}) },
+    schema !== undefined ? { schema } : undefined,
+  );
+  return new ClientClass({ adapter });
+}
