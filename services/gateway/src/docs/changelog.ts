@@ -1,0 +1,26 @@
+/** One release of the partner API, newest first in CHANGELOG. */
+export interface ChangelogEntry {
+  /** The description document version (semver). */
+  version: string;
+  /** Release date, YYYY-MM-DD. */
+  date: string;
+  /** One line per change, written for partners; `backticks` render as code. */
+  changes: readonly string[];
+}
+
+/** Every release, newest first. Rendered at /changelog. */
+export const CHANGELOG: readonly ChangelogEntry[] = [
+  {
+    version: '1.0.0',
+    date: '2026-11-22',
+    changes: [
+      'Gateway foundation: every route is under `/v1` and served over HTTPS.',
+      'Authentication with bearer API keys issued by service staff (`Authorization: Bearer <API_KEY>`); 401 `unauthorized` carries `WWW-Authenticate`.',
+      'Independent per-partner permissions, checked before anything else; a missing permission is 403 `forbidden` with `required_permission`.',
+      'Rate limits: a per-partner request limit reported in `RateLimit-Limit`, `RateLimit-Remaining` and `RateLimit-Reset`, plus limits for device commands, configuration mutations and destructive operations; 429 `rate_limited` carries `Retry-After`.',
+      'Idempotency: routes that accept `Idempotency-Key` replay the first 2xx response for 24 hours with `Idempotent-Replayed: true`.',
+      'Account route `GET /v1/account`: partner name, key prefix, permissions, allowed channels and rate limits.',
+      'Machine-readable description at `/openapi.json` (OpenAPI 3.1, document version 1.0.0), the quick-start guide at `/docs`, the full reference at `/docs_adv` and this changelog.',
+    ],
+  },
+];

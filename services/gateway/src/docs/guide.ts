@@ -1,0 +1,232 @@
+import { CHANNELS, PERMISSIONS } from '@fleet/contracts';
+import { API_DOCUMENT_VERSION } from '../openapi/build';
+import { ERROR_CODES, PERMISSION_GRANTS } from '../openapi/reference';
+import { escapeHtml, inlineCode, page } from './html';
+
+export interface GuideLinks {
+  reference: string;
+  openapi: string;
+  changelog: string;
+}
+
+/** Permissions shown granted in the sample account answer (illustrative only). */
+const SAMPLE_GRANTED = new Set<string>(['state_read', 'health_read', 'config_read', 'predefined_commands']);
+
+function sampleAccount(): string {
+  const permissions = Object.fromEntries(PERMISSIONS.map((p) => [p, SAMPLE_GRANTED.has(p)]));
+  return JSON.stringify(
+    {
+      partner: {
+        name: 'Example Partner',
+        key_prefix: '<prefix>_<handle>',
+        permissions,
+        allowed_channels: [...CHANNELS],
+        rate_limits: { requests_per_min: 600, device_commands_per_min: 60 },
+      },
+    },
+    null,
+    2,
+  );
+}
+
+const SAMPLE_ERROR = JSON.stringify(
+  {
+    error: 'This key does not have the state_read permission.',
+    code: 'forbidden',
+    request_id: 'req_Vb3kQ9xT2mLp7Rw1',
+    required_permission: 'state_read',
+  },
+  null,
+  2,
+);
+
+const row = (cells: string[]): string => `<tr>${cells.map((c) => `<td>${c}</td>`).join('')}</tr>`;
+
+/** The quick-start guide for partners, served at /docs. */
+export function renderGuide(baseUrl: string, links: GuideLinks): string {
+  const base = escapeHtml(baseUrl);
+  const ref = escapeHtml(links.reference);
+  const openapi = escapeHtml(links.openapi);
+  const changelog = escapeHtml(links.changelog);
+
+  const permissionRows = PERMISSIONS.map((p) => row([`<code>${escapeHtml(p)}</code>`, inlineCode(PERMISSION_GRANTS[p])])).join('\n');
+  const errorRows = ERROR_CODES.map((e) =>
+    row([e.status === 500 ? '5xx' : String(e.status), e.code.startsWith('(') ? escapeHtml(e.code) : `<code>${escapeHtml(e.code)}</code>`, inlineCode(e.meaning)]),
+  ).join('\n');
+
+  const body = `<header>
+<h1>Partner Device API: quick start</h1>
+<p>Operate notification lights and energy meters in your scope over a JSON HTTP API.</p>
+<nav aria-label="Contents">
+<ul>
+<li><a href="#base-url">Base URL</a></li>
+<li><a href="#keys">API keys</a></li>
+<li><a href="#first-call">First call</a></li>
+<li><a href="#permissions">Permissions</a></li>
+<li><a href="#responses">Responses</a></li>
+<li><a href="#errors">Errors</a></li>
+<li><a href="#rate-limits">Rate limits</a></li>
+<li><a href="#idempotency">Idempotency</a></li>
+<li><a href="#cursors">Cursors</a></li>
+<li><a href="#versioning">Versioning</a></li>
+<li><a href="#more">Reference</a></li>
+</ul>
+</nav>
+</header>
+<main>
+<section id="overview">
+<h2>What you can do</h2>
+<p>The API lets approved partners work with the devices in their scope: notification lights (product <code>light</code>, channels <code>light1</code>, <code>light2</code>, <code>light3</code>, <code>sound</code>, <code>contact</code>) and single-phase energy meters (product <code>meter</code>, routes under <code>/v1/meter</code>). You can list and read devices, send commands and effects to lights, read light state and health, manage configuration, alert profiles and signals, use a device's system interface, and read meter data.</p>
+<p>The full list of operations, with every parameter, field and error, is in the <a href="${ref}">API reference</a>.</p>
+</section>
+
+<section id="base-url">
+<h2>Base URL and HTTPS</h2>
+<p>Every route is under <code>/v1</code> on this address:</p>
+<pre><code>${base}</code></pre>
+<p>HTTPS is mandatory. All requests and responses are JSON objects. The examples below use a shell variable for the address and your key:</p>
+<pre><code>export BASE_URL='${base}'
+export API_KEY='&lt;your API key&gt;'</code></pre>
+</section>
+
+<section id="keys">
+<h2>Getting an API key</h2>
+<p>API keys are issued by service staff: ask your contact for one. A key looks like <code>&lt;prefix&gt;_&lt;handle&gt;_&lt;secret&gt;</code>. Only the <code>&lt;prefix&gt;_&lt;handle&gt;</code> part is ever shown in dashboards or logs; the secret is stored only as a hash, so keep the key you receive safe.</p>
+<ul>
+<li>Send the key on every request in the <code>Authorization</code> header: <code>Authorization: Bearer &lt;API_KEY&gt;</code>.</li>
+<li>Never put a key in a URL or in client-side code (browser or mobile app): call the API from your servers.</li>
+<li>You may hold several active keys at once. To rotate, request a new key, switch your systems to it, then have the old key revoked. Revocation takes effect on the next request.</li>
+<li>A missing, malformed, unknown, revoked or disabled key is <code>401 unauthorized</code> with one generic message and a <code>WWW-Authenticate: Bearer</code> header.</li>
+</ul>
+</section>
+
+<section id="first-call">
+<h2>Your first call</h2>
+<p><code>GET /v1/account</code> needs no permission and tells you who you are, which permissions and channels you hold and your rate limits:</p>
+<pre><code>curl -sS "$BASE_URL/v1/account" \\
+  -H "Authorization: Bearer $API_KEY"</code></pre>
+<p>A successful answer is <code>200</code> with a body like this (values are illustrative):</p>
+<pre><code>${escapeHtml(sampleAccount())}</code></pre>
+<p><code>permissions</code> lists every permission, granted (<code>true</code>) or not. <code>allowed_channels</code> are the light channels you may command across your whole scope.</p>
+</section>
+
+<section id="permissions">
+<h2>Permissions and scope</h2>
+<p>Each partner holds independent boolean permissions; none implies another. Permissions are checked before the rest of the request, so a granted permission can still be followed by another refusal. A request lacking a needed permission, or targeting a channel, command or setting you are not permitted, is <code>403 forbidden</code>; when a missing permission causes it, the body names it in <code>required_permission</code>.</p>
+<p>A device is visible to you only if it sits in an organization subtree granted to you, or you hold <code>access_all_devices</code>. A device outside your scope answers <code>404 not_found</code>, exactly like a device that does not exist. Destructive operations (destructive system verbs, connection/identity settings writes, device removal, energy reset) also need <code>confirm</code> equal to the device id.</p>
+<table>
+<thead><tr><th scope="col">Permission</th><th scope="col">Grants</th></tr></thead>
+<tbody>
+${permissionRows}
+</tbody>
+</table>
+</section>
+
+<section id="responses">
+<h2>Response conventions</h2>
+<table>
+<thead><tr><th scope="col">Status</th><th scope="col">Meaning</th></tr></thead>
+<tbody>
+${row(['<code>200</code>', 'Content returned.'])}
+${row(['<code>201</code>', 'Created; the <code>Location</code> header names it.'])}
+${row(['<code>202</code>', 'Accepted: a command handed to the broker, or a job started; <code>Location</code> names what to poll when there is something to poll.'])}
+${row(['<code>204</code>', 'Done, no body (rename, move, update, removal).'])}
+</tbody>
+</table>
+<p>Send request bodies as JSON objects with <code>Content-Type: application/json</code>; any other media type is <code>415 unsupported_media_type</code>, and a body that is not valid JSON or not an object is <code>400 validation_error</code>. Routes whose fields are all optional take no body. Ignore response fields you do not recognise: new ones may be added.</p>
+<h3>Headers</h3>
+<table>
+<thead><tr><th scope="col">Header</th><th scope="col">When</th><th scope="col">Meaning</th></tr></thead>
+<tbody>
+${row(['<code>X-Request-Id</code>', 'Every response', 'Identifies the request; equals <code>request_id</code> in an error body. Quote it when you contact support.'])}
+${row(['<code>Cache-Control: no-store</code>', 'Every <code>/v1</code> response', 'Answers are never cached.'])}
+${row(['<code>RateLimit-Limit</code>, <code>RateLimit-Remaining</code>, <code>RateLimit-Reset</code>', 'Every response to an authenticated request', 'Your per-partner request limit; see <a href="#rate-limits">Rate limits</a>.'])}
+${row(['<code>Location</code>', '201, and 202 when there is something to poll', 'What was created, or what to poll.'])}
+${row(['<code>Idempotent-Replayed: true</code>', 'A replayed response', 'See <a href="#idempotency">Idempotency</a>.'])}
+${row(['<code>Retry-After</code>', '429, 409 <code>idempotency_in_progress</code>, 503', 'Seconds to wait before retrying.'])}
+${row(['<code>WWW-Authenticate</code>', '401', '<code>Bearer realm=…</code>, with <code>error=invalid_token</code> when a key was sent.'])}
+${row(['<code>Deprecation</code>, <code>Sunset</code>, <code>Link</code>', 'A request that used a deprecated feature', 'See <a href="#versioning">Versioning</a>.'])}
+</tbody>
+</table>
+</section>
+
+<section id="errors">
+<h2>Errors</h2>
+<p>Every error has the same body:</p>
+<pre><code>${escapeHtml(SAMPLE_ERROR)}</code></pre>
+<ul>
+<li><code>error</code>: a sentence for people; it may be reworded, so never parse it.</li>
+<li><code>code</code>: a stable word to branch on.</li>
+<li><code>request_id</code>: the same value as the <code>X-Request-Id</code> header.</li>
+<li><code>required_permission</code>: only on a 403 that this permission would lift; never on a 404.</li>
+</ul>
+<p class="note">New codes may be added. Handle a code you do not know by its HTTP status.</p>
+<table>
+<thead><tr><th scope="col">HTTP</th><th scope="col">Code</th><th scope="col">Meaning</th></tr></thead>
+<tbody>
+${errorRows}
+</tbody>
+</table>
+</section>
+
+<section id="rate-limits">
+<h2>Rate limits</h2>
+<table>
+<thead><tr><th scope="col">Limit</th><th scope="col">Rule</th></tr></thead>
+<tbody>
+${row(['Requests', 'Per partner, per minute: by default 600, configurable by staff. Your value is <code>rate_limits.requests_per_min</code> in <code>GET /v1/account</code>. Every request counts, including idempotent replays.'])}
+${row(['Device commands', 'Per device, per minute, for your account: by default 60, configurable by staff. Your value is <code>rate_limits.device_commands_per_min</code>. A global per-device ceiling shared by all partners also applies.'])}
+${row(['Configuration mutations', 'A separate per-partner throttle, by default 30 per minute (rename, organization move, sensor changes, profile writes).'])}
+${row(['Destructive operations', 'One per-partner, per-hour ceiling shared by destructive system verbs, connection/identity settings writes, device removal and energy reset.'])}
+${row(['Live reading', 'At most one request per meter every 10 seconds, whoever asks.'])}
+</tbody>
+</table>
+<p>Every response to an authenticated request carries <code>RateLimit-Limit</code> (your requests per minute), <code>RateLimit-Remaining</code> (requests the current minute still admits) and <code>RateLimit-Reset</code> (seconds until the oldest counted request leaves the minute). Exceeding any limit is <code>429 rate_limited</code> with <code>Retry-After</code> in seconds; on the per-partner request limit <code>RateLimit-Remaining</code> is 0. Wait at least <code>Retry-After</code> seconds before retrying.</p>
+</section>
+
+<section id="idempotency">
+<h2>Idempotency</h2>
+<p>Operations marked with the <code>Idempotency-Key</code> header in the <a href="${ref}">reference</a> accept it, so a retry after a timeout or a lost connection never does the work twice:</p>
+<pre><code>curl -sS -X POST "$BASE_URL/v1/devices/0A1B2C3D4E5F/commands" \\
+  -H "Authorization: Bearer $API_KEY" \\
+  -H "Content-Type: application/json" \\
+  -H "Idempotency-Key: 3c9e6f0a-order-1234" \\
+  -d '{"channel": "light2", "payload": "&lt;payload&gt;"}'</code></pre>
+<ul>
+<li>The key is printable ASCII (0x21–0x7E), 1 to 255 characters, and is scoped to your account and the route.</li>
+<li>The same request with the same key within 24 hours returns the first response (status and body) again with <code>Idempotent-Replayed: true</code>; nothing is redone. A replay is not re-checked against your current permissions; it counts toward the request rate limit but not toward device command limits.</li>
+<li>The same key with a different request is <code>422 idempotency_key_reused</code>. A repeat while the first request still runs is <code>409 idempotency_in_progress</code> with <code>Retry-After</code>.</li>
+<li>Only 2xx responses are kept: after a failure, the same key runs the request again.</li>
+<li>The multipart file upload does not accept a key. A replayed provisioning returns the generated password again. The file push remembers a key for as long as the transfer exists and, after 24 hours, answers <code>200</code> with the transfer's current state.</li>
+</ul>
+</section>
+
+<section id="cursors">
+<h2>Cursors</h2>
+<p>Lists that page use cursors. Pass the answer's <code>next_cursor</code> back as the <code>cursor</code> query parameter; <code>has_more</code> says whether another page waits. Cursors are opaque and URL-safe: store and send them as they are, never build or edit one.</p>
+</section>
+
+<section id="versioning">
+<h2>Versioning and deprecation</h2>
+<ul>
+<li>The version is <code>v1</code>, in the path prefix. After launch <code>/v1</code> only gains: new routes, optional parameters, fields and error codes. Ignore fields you do not recognise and handle unknown error codes by HTTP status.</li>
+<li>Anything to be removed is deprecated first, with at least six months before its sunset. A response that uses a deprecated feature carries the <code>Deprecation</code>, <code>Sunset</code> and <code>Link</code> (<code>rel="deprecation"</code>) headers, and the operation is marked deprecated in the reference. Watch for these headers in your logs.</li>
+<li>Every change is listed in the <a href="${changelog}">changelog</a>.</li>
+</ul>
+</section>
+
+<section id="more">
+<h2>Reference</h2>
+<ul>
+<li><a href="${ref}">Full API reference</a>: every operation, its permission, parameters, responses and error codes.</li>
+<li><a href="${openapi}">OpenAPI 3.1 description</a> (<code>/openapi.json</code>), for code generators and API tools.</li>
+<li><a href="${changelog}">Changelog</a>.</li>
+</ul>
+</section>
+</main>
+<footer>
+<p>Partner Device API v1. Reference document version ${API_DOCUMENT_VERSION}.</p>
+</footer>`;
+
+  return page('Partner Device API: quick start', body);
+}
