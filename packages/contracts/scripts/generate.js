@@ -48,7 +48,6 @@ async function main() {
     bannerComment: '/* Generated from proto-schemas/ by packages/contracts/scripts/generate.js. Do not edit. */',
     unreachableDefinitions: true,
     additionalProperties: false,
-    strictIndexSignatures: true,
   });
   const subjects = JSON.parse(fs.readFileSync(path.join(schemaRoot, 'subjects.json'), 'utf8'));
   fs.mkdirSync(outDir, { recursive: true });

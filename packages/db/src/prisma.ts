@@ -13,7 +13,7 @@ export interface PrismaClientOptions {
  * driver adapter: no query engine binary is involved.
  */
 export function createPrismaClient<T>(
-  ClientClass: new (opts: { adapter: unknown }) => T,
+  ClientClass: new (opts: { adapter: PrismaPg }) => T,
   databaseUrl: string,
   opts: PrismaClientOptions = {},
 ): T {

@@ -16,7 +16,7 @@ const codec = JSONCodec<unknown>();
 /** What a handler answers on success; thrown ApiErrors become error replies. */
 export interface HandlerResult {
   status?: number;
-  body?: unknown;
+  body?: Record<string, unknown>;
   headers?: Record<string, string>;
 }
 

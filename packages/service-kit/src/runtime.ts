@@ -20,6 +20,7 @@ export interface RuntimeOptions {
  * reverse order on SIGTERM/SIGINT, after the bus has drained in-flight requests.
  */
 export class ServiceRuntime {
+  private readonly intakeClosers: Closer[] = [];
   private readonly closers: Closer[] = [];
   private closing?: Promise<void>;
   healthPort = 0;
@@ -42,8 +43,13 @@ export class ServiceRuntime {
     return runtime;
   }
 
-  onClose(closer: Closer): void {
-    this.closers.push(closer);
+  /**
+   * Registers something to close on shutdown. 'intake' closers (servers that accept work)
+   * run first, then the bus drains in-flight requests, then 'resource' closers (databases,
+   * caches) in reverse order of registration.
+   */
+  onClose(closer: Closer, phase: 'intake' | 'resource' = 'resource'): void {
+    (phase === 'intake' ? this.intakeClosers : this.closers).push(closer);
   }
 
   /** Marks the service ready and installs the signal handlers. */
@@ -70,7 +76,12 @@ export class ServiceRuntime {
       process.exit(1);
     }, this.graceMs);
     timer.unref();
-    const steps: Closer[] = [() => this.bus.drain(), ...[...this.closers].reverse(), () => this.health.close()];
+    const steps: Closer[] = [
+      ...[...this.intakeClosers].reverse(),
+      () => this.bus.drain(),
+      ...[...this.closers].reverse(),
+      () => this.health.close(),
+    ];
     for (const step of steps) {
       try {
         await step();

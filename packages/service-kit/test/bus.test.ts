@@ -79,7 +79,7 @@ describe('Bus', () => {
     const subject = `${unique}.flaky.get`;
     for (let i = 0; i < 12; i++) await client.request(subject, envelope()).catch(() => undefined);
     // A responder now exists, but the open breaker refuses before asking it.
-    server.serve(subject, async () => ({ body: 'fine' }));
+    server.serve(subject, async () => ({ body: { fine: true } }));
     await server.connection.flush();
     await expect(client.request(subject, envelope())).rejects.toBeInstanceOf(ServiceUnavailableError);
   });
@@ -87,8 +87,8 @@ describe('Bus', () => {
   it('shares requests across replicas in the queue group', async () => {
     const replica = await Bus.connect({ servers: NATS_URL, service: `svc-${unique}`, logger, requestTimeoutMs: 300 });
     const seen = new Set<string>();
-    server.serve(`${unique}.shared.get`, async () => (seen.add('a'), { body: 'a' }));
-    replica.serve(`${unique}.shared.get`, async () => (seen.add('b'), { body: 'b' }));
+    server.serve(`${unique}.shared.get`, async () => (seen.add('a'), { body: { by: 'a' } }));
+    replica.serve(`${unique}.shared.get`, async () => (seen.add('b'), { body: { by: 'b' } }));
     await server.connection.flush();
     await replica.connection.flush();
     const bodies = await Promise.all(Array.from({ length: 40 }, () => client.request(`${unique}.shared.get`, envelope())));

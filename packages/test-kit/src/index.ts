@@ -1,0 +1,55 @@
+import { randomBytes } from 'node:crypto';
+import { Client } from 'pg';
+
+/** Where the local services are; tests take them from the environment, defaulting to this machine's. */
+export const testEnv = {
+  natsUrl: process.env.NATS_URL ?? 'nats://127.0.0.1:4222',
+  redisUrl: process.env.REDIS_URL ?? 'redis://127.0.0.1:6379',
+  postgresUrl: process.env.POSTGRES_URL ?? 'postgresql://postgres@127.0.0.1:5432/postgres',
+  mqttUrl: process.env.MQTT_URL ?? 'mqtt://127.0.0.1:1883',
+};
+
+/** A short lowercase id that is unique enough to isolate one test run's names. */
+export function uniqueId(prefix = 't'): string {
+  return `${prefix}${Date.now().toString(36)}${randomBytes(4).toString('hex')}`;
+}
+
+/** A random device id in the spec's format (12 uppercase hex characters). */
+export function randomDeviceId(): string {
+  return randomBytes(6).toString('hex').toUpperCase();
+}
+
+export function databaseUrl(name: string, base = testEnv.postgresUrl): string {
+  const url = new URL(base);
+  url.pathname = `/${name}`;
+  return url.toString();
+}
+
+/** Drops every database whose name starts with the prefix (a test run's leftovers). */
+export async function dropDatabasesWithPrefix(prefix: string, base = testEnv.postgresUrl): Promise<void> {
+  if (!/^[a-z0-9_]+$/.test(prefix)) throw new Error(`unsafe database prefix ${prefix}`);
+  const client = new Client({ connectionString: base });
+  await client.connect();
+  try {
+    const { rows } = await client.query<{ datname: string }>('SELECT datname FROM pg_database WHERE datname LIKE $1', [`${prefix}%`]);
+    for (const { datname } of rows) await client.query(`DROP DATABASE IF EXISTS "${datname}" WITH (FORCE)`);
+  } finally {
+    await client.end();
+  }
+}
+
+/** Polls until the check returns a value other than undefined/false, or fails after the timeout. */
+export async function waitFor<T>(check: () => Promise<T | undefined | false> | T | undefined | false, options: { timeoutMs?: number; intervalMs?: number; what?: string } = {}): Promise<T> {
+  const deadline = Date.now() + (options.timeoutMs ?? 5000);
+  let last: unknown;
+  while (Date.now() < deadline) {
+    try {
+      const value = await check();
+      if (value !== undefined && value !== false) return value;
+    } catch (err) {
+      last = err;
+    }
+    await new Promise((r) => setTimeout(r, options.intervalMs ?? 50));
+  }
+  throw new Error(`timed out waiting for ${options.what ?? 'condition'}${last ? `: ${String(last)}` : ''}`);
+}

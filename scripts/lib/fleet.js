@@ -1,0 +1,117 @@
+// Starts the fleet's services as child processes against the local NATS, Postgres, Redis and
+// MQTT broker, waits until every one reports ready, and stops them all together. Used by
+// `npm start` and by the end-to-end tests.
+const { spawn } = require('node:child_process');
+const fs = require('node:fs');
+const net = require('node:net');
+const path = require('node:path');
+
+const ROOT = path.resolve(__dirname, '../..');
+
+/** Every service of the fleet, in start order. Only those that are built are started. */
+const SERVICES = ['device-registry', 'light-command', 'config-alerting', 'meter', 'system-files', 'mqtt-bridge', 'gateway'];
+
+function builtServices() {
+  return SERVICES.filter((name) => fs.existsSync(path.join(ROOT, 'services', name, 'dist', 'main.js')));
+}
+
+function databaseUrl(base, name) {
+  const url = new URL(base);
+  url.pathname = `/${name}`;
+  return url.toString();
+}
+
+function freePort() {
+  return new Promise((resolve, reject) => {
+    const server = net.createServer();
+    server.once('error', reject);
+    server.listen(0, '127.0.0.1', () => {
+      const { port } = server.address();
+      server.close(() => resolve(port));
+    });
+  });
+}
+
+async function waitReady(url, child, timeoutMs) {
+  const deadline = Date.now() + timeoutMs;
+  while (Date.now() < deadline) {
+    if (child.exitCode !== null) return false;
+    try {
+      const res = await fetch(url, { signal: AbortSignal.timeout(1000) });
+      if (res.ok) return true;
+    } catch {
+      // not listening yet
+    }
+    await new Promise((r) => setTimeout(r, 150));
+  }
+  return false;
+}
+
+/**
+ * options: { env: extra env for every service, databasePrefix: 'fleet_', gatewayPort,
+ *   logDir, readyTimeoutMs, services: names to start (default: all built) }
+ */
+async function startFleet(options = {}) {
+  const env = { ...process.env, ...(options.env ?? {}) };
+  const pgBase = env.POSTGRES_URL ?? 'postgresql://postgres@127.0.0.1:5432/postgres';
+  const prefix = options.databasePrefix ?? 'fleet_';
+  const logDir = options.logDir ?? path.join(ROOT, '.fleet', 'logs');
+  fs.mkdirSync(logDir, { recursive: true });
+  const names = options.services ?? builtServices();
+  const gatewayPort = options.gatewayPort ?? Number(env.GATEWAY_PORT ?? 8080);
+  const children = [];
+  let stopping = false;
+
+  const stop = async () => {
+    stopping = true;
+    await Promise.all(
+      children.map(
+        ({ child }) =>
+          new Promise((resolve) => {
+            if (child.exitCode !== null || child.signalCode !== null) return resolve();
+            const timer = setTimeout(() => child.kill('SIGKILL'), 10_000);
+            child.once('exit', () => {
+              clearTimeout(timer);
+              resolve();
+            });
+            child.kill('SIGTERM');
+          }),
+      ),
+    );
+  };
+
+  try {
+    for (const name of names) {
+      const healthPort = await freePort();
+      const serviceEnv = {
+        ...env,
+        HEALTH_PORT: String(healthPort),
+        DATABASE_URL: env[`${name.toUpperCase().replace(/-/g, '_')}_DATABASE_URL`] ?? databaseUrl(pgBase, `${prefix}${name.replace(/-/g, '_')}`),
+        ...(name === 'gateway' ? { GATEWAY_PORT: String(gatewayPort) } : {}),
+      };
+      const log = fs.openSync(path.join(logDir, `${name}.log`), 'a');
+      const child = spawn(process.execPath, [path.join(ROOT, 'services', name, 'dist', 'main.js')], {
+        env: serviceEnv,
+        stdio: ['ignore', log, log],
+      });
+      fs.closeSync(log);
+      const entry = { name, child, healthPort };
+      children.push(entry);
+      child.once('exit', (code, signal) => {
+        if (!stopping) options.onUnexpectedExit?.(name, code, signal);
+      });
+      const ok = await waitReady(`http://127.0.0.1:${healthPort}/readyz`, child, options.readyTimeoutMs ?? 60_000);
+      if (!ok) throw new Error(`${name} did not become ready; see ${path.join(logDir, `${name}.log`)}`);
+    }
+  } catch (err) {
+    await stop();
+    throw err;
+  }
+  return {
+    gatewayUrl: `http://127.0.0.1:${gatewayPort}`,
+    services: children.map(({ name, child, healthPort }) => ({ name, pid: child.pid, healthPort })),
+    stop,
+  };
+}
+
+module.exports = { startFleet, freePort, builtServices, SERVICES, ROOT };

@@ -1,0 +1,31 @@
+import { baseConfigSchema, envFlag, loadConfig, z } from '@fleet/service-kit';
+
+const schema = baseConfigSchema.extend({
+  HEALTH_PORT: z.coerce.number().int().min(0).max(65535).default(9100),
+  GATEWAY_PORT: z.coerce.number().int().min(0).max(65535).default(8080),
+  GATEWAY_HOST: z.string().default('0.0.0.0'),
+  DATABASE_URL: z.string().default('postgresql://postgres@127.0.0.1:5432/fleet_gateway'),
+  REDIS_URL: z.string().default('redis://127.0.0.1:6379'),
+  /** Prefix of every Redis key the gateway writes, so several fleets can share one Redis. */
+  REDIS_KEY_PREFIX: z.string().default('gw:'),
+  TLS_CERT_FILE: z.string().optional(),
+  TLS_KEY_FILE: z.string().optional(),
+  /** Refuse plain HTTP unless it came through a trusted proxy; on by default in production. */
+  GATEWAY_REQUIRE_TLS: envFlag(process.env.NODE_ENV === 'production'),
+  /** Comma list of proxy addresses/CIDRs whose X-Forwarded-* headers are believed. */
+  TRUSTED_PROXIES: z.string().default(''),
+  PUBLIC_BASE_URL: z.string().optional(),
+  CONFIG_MUTATIONS_PER_MIN: z.coerce.number().int().positive().default(30),
+  DESTRUCTIVE_PER_HOUR: z.coerce.number().int().positive().default(20),
+  DEVICE_COMMAND_CEILING_PER_MIN: z.coerce.number().int().positive().default(120),
+});
+
+export type GatewayConfig = z.infer<typeof schema>;
+
+export function readGatewayConfig(env: Record<string, string | undefined> = process.env): GatewayConfig {
+  const config = loadConfig(schema, env);
+  if (Boolean(config.TLS_CERT_FILE) !== Boolean(config.TLS_KEY_FILE)) {
+    throw new Error('invalid configuration: TLS_CERT_FILE and TLS_KEY_FILE go together');
+  }
+  return config;
+}

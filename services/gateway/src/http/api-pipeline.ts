@@ -1,0 +1,202 @@
+import type { Request, Response } from 'express';
+import type { DeviceSummary, Principal } from '@fleet/contracts';
+import { ApiError, ForbiddenError, NotFoundError, RateLimitedError, UnauthorizedError, ValidationError, fromEnvelopeError, type Bus, type Logger } from '@fleet/service-kit';
+import { bearerToken, type Authenticator } from '../auth/authenticator';
+import { accountBody } from '../handlers/account';
+import { isValidIdempotencyKey, requestFingerprint, type IdempotencyStore, type StoredResponse } from '../idempotency';
+import { rateLimitHeaders, requestWindowFor, windowsFor, type LimitSettings, type SlidingWindowLimiter } from '../limits';
+import type { ScopeResolver } from '../scope/scope-resolver';
+import { routeId, type RouteDef } from '../routes/types';
+import { sendError } from './error-response';
+import type { RequestValidator } from './request-validation';
+import type { RouteMatcher } from './route-matcher';
+
+export interface PipelineDeps {
+  matcher: RouteMatcher;
+  validator: RequestValidator;
+  authenticator: Authenticator;
+  limiter: SlidingWindowLimiter;
+  limitSettings: LimitSettings;
+  idempotency: IdempotencyStore;
+  scope: ScopeResolver;
+  bus: Bus;
+  logger: Logger;
+}
+
+/** Headers of a handler's answer that a replay repeats; per-request ones are written afresh. */
+const REPLAYED_HEADERS = ['location', 'content-location'];
+
+/** The response a request produced, before it is written (so it can be kept for replays). */
+type Outcome = StoredResponse;
+
+/**
+ * Every /v1 request, in the spec's order: route, authentication, the partner's request
+ * window, idempotent replay, permission, media type and validation, device scope, the
+ * route's limit classes, then the answer from the gateway itself or the owning service.
+ */
+export function apiPipeline(deps: PipelineDeps) {
+  return async function handleApiRequest(req: Request, res: Response): Promise<void> {
+    const requestId = res.locals.requestId as string;
+    const found = deps.matcher.match(req.method, req.path);
+    if (found.kind === 'none') throw new ApiError(404, 'unknown_route', `No route matches ${req.method} ${req.path}.`);
+    if (found.kind === 'wrong_method') {
+      res.setHeader('Allow', found.allow.join(', '));
+      throw new ApiError(405, 'method_not_allowed', `${req.method} is not allowed here; allowed: ${found.allow.join(', ')}.`);
+    }
+    const { route, params } = found.match;
+
+    const principal = await authenticate(deps, req, res);
+    await spendRequestWindow(deps, principal, res);
+
+    const rawBody = Buffer.isBuffer(req.body) ? req.body : Buffer.alloc(0);
+    const idempotencyKey = route.idempotent ? req.get('Idempotency-Key') : undefined;
+    let held: { scope: string; key: string; fingerprint: string } | undefined;
+    if (idempotencyKey !== undefined) {
+      if (!isValidIdempotencyKey(idempotencyKey)) {
+        throw new ValidationError("invalid 'Idempotency-Key': 1 to 255 printable ASCII characters");
+      }
+      const scope = `${principal.partner_id}:${routeId(route)}`;
+      const fingerprint = requestFingerprint({ method: req.method, path: req.path, query: req.query, body: bodyForFingerprint(rawBody) });
+      const begun = await deps.idempotency.begin(scope, idempotencyKey, fingerprint);
+      if (begun.kind === 'replay') {
+        writeOutcome(res, route, begun.response, true);
+        return;
+      }
+      if (begun.kind === 'in_progress') {
+        throw new ApiError(409, 'idempotency_in_progress', 'A request with this Idempotency-Key is still running.', { retryAfter: begun.retryAfterSeconds });
+      }
+      if (begun.kind === 'mismatch') {
+        throw new ApiError(422, 'idempotency_key_reused', 'This Idempotency-Key was used with a different request.');
+      }
+      held = { scope, key: idempotencyKey, fingerprint };
+    }
+
+    try {
+      const outcome = await runRoute(deps, req, route, params, principal, rawBody, requestId);
+      if (held) await deps.idempotency.complete(held.scope, held.key, held.fingerprint, outcome);
+      writeOutcome(res, route, outcome, false);
+    } catch (err) {
+      if (held) await deps.idempotency.release(held.scope, held.key).catch(() => undefined);
+      throw err;
+    }
+  };
+}
+
+async function authenticate(deps: PipelineDeps, req: Request, res: Response): Promise<Principal> {
+  const token = bearerToken(req.get('Authorization'));
+  res.locals.keyPresented = token !== undefined;
+  const principal = token ? await deps.authenticator.authenticate(token) : null;
+  if (!principal) throw new UnauthorizedError();
+  res.locals.keyPrefix = principal.key_prefix;
+  return principal;
+}
+
+async function spendRequestWindow(deps: PipelineDeps, principal: Principal, res: Response): Promise<void> {
+  const window = requestWindowFor({ partnerId: principal.partner_id, requestsPerMin: principal.limits.requests_per_min });
+  const result = await deps.limiter.hit([window]);
+  const state = result.windows[0];
+  if (!state) return;
+  const { 'Retry-After': _retry, ...headers } = rateLimitHeaders(state);
+  res.set(headers);
+  if (!result.allowed) throw new RateLimitedError('Request rate limit reached; honor Retry-After.', state.retryAfterSeconds);
+}
+
+async function runRoute(
+  deps: PipelineDeps,
+  req: Request,
+  route: RouteDef,
+  params: Record<string, string>,
+  principal: Principal,
+  rawBody: Buffer,
+  requestId: string,
+): Promise<Outcome> {
+  if (route.permission && !principal.permissions.includes(route.permission)) {
+    throw new ForbiddenError(`This route needs the '${route.permission}' permission.`, 'forbidden', route.permission);
+  }
+  const body = route.body ? parseBody(req, route, rawBody) : undefined;
+  const query = { ...(req.query as Record<string, unknown>) };
+  deps.validator.check(route, { params, query, body });
+
+  let device: DeviceSummary | undefined;
+  if (route.device) {
+    device = await deps.scope.resolve(requestId, principal, params.device_id as string);
+    if (route.device.product && device.product !== route.device.product) throw new NotFoundError('Device not found.');
+  }
+  if (route.limits?.length) await spendLimitClasses(deps, route, principal, device);
+
+  if ('local' in route.target) return { status: 200, headers: {}, body: accountBody(principal) };
+  const envelope = {
+    request_id: requestId,
+    route: routeId(route),
+    principal,
+    params,
+    query,
+    ...(device ? { device } : {}),
+    ...(body !== undefined ? { body } : {}),
+  };
+  const reply = await deps.bus.request(route.target.subject, envelope);
+  if (!reply.ok) throw fromEnvelopeError(reply.error);
+  return { status: reply.status, headers: reply.headers ?? {}, body: reply.body };
+}
+
+/** The parsed body when it is JSON (so key order does not matter), else its text. */
+function bodyForFingerprint(rawBody: Buffer): unknown {
+  if (rawBody.length === 0) return undefined;
+  const text = rawBody.toString('utf8');
+  try {
+    return JSON.parse(text);
+  } catch {
+    return text;
+  }
+}
+
+/** 415 for a body that is not JSON, 400 for one that does not parse or is not an object. */
+function parseBody(req: Request, route: RouteDef, rawBody: Buffer): Record<string, unknown> | undefined {
+  if (rawBody.length === 0) {
+    if (route.bodyOptional) return undefined;
+    throw new ValidationError('A JSON object body is required.');
+  }
+  if (!req.is('application/json')) {
+    throw new ApiError(415, 'unsupported_media_type', 'Send the body as Content-Type: application/json.');
+  }
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(rawBody.toString('utf8'));
+  } catch {
+    throw new ValidationError('The body is not valid JSON.');
+  }
+  if (parsed === null || typeof parsed !== 'object' || Array.isArray(parsed)) {
+    throw new ValidationError('The body must be a JSON object.');
+  }
+  return parsed as Record<string, unknown>;
+}
+
+async function spendLimitClasses(deps: PipelineDeps, route: RouteDef, principal: Principal, device?: DeviceSummary): Promise<void> {
+  const ctx = {
+    partnerId: principal.partner_id,
+    deviceCommandsPerMin: principal.limits.device_commands_per_min,
+    ...(device ? { deviceId: device.device_id } : {}),
+  };
+  const windows = (route.limits ?? []).flatMap((cls) => windowsFor(cls, ctx, deps.limitSettings));
+  const result = await deps.limiter.hit(windows);
+  if (!result.allowed) {
+    throw new RateLimitedError('A limit for this operation was reached; honor Retry-After.', result.refusedBy?.retryAfterSeconds ?? 1);
+  }
+}
+
+function writeOutcome(res: Response, route: RouteDef, outcome: Outcome, replayed: boolean): void {
+  for (const [name, value] of Object.entries(outcome.headers)) {
+    if (!replayed || REPLAYED_HEADERS.includes(name.toLowerCase())) res.setHeader(name, value);
+  }
+  if (replayed) res.setHeader('Idempotent-Replayed', 'true');
+  if (route.deprecated) {
+    res.setHeader('Deprecation', 'true');
+    res.setHeader('Sunset', route.deprecated.sunset);
+    res.setHeader('Link', `<${route.deprecated.link}>; rel="deprecation"`);
+  }
+  res.status(outcome.status);
+  if (outcome.status === 204 || outcome.body === undefined) res.end();
+  else res.json(outcome.body);
+}
+
+export { sendError };

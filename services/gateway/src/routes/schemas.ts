@@ -1,0 +1,48 @@
+import { CHANNELS, PERMISSIONS } from '@fleet/contracts';
+import type { JsonSchema } from './types';
+
+/** Response and body schemas shared by the route table and the OpenAPI document. */
+export const errorSchema: JsonSchema = {
+  type: 'object',
+  required: ['error', 'code', 'request_id'],
+  properties: {
+    error: { type: 'string', description: 'A sentence for people; may be reworded.' },
+    code: { type: 'string', description: 'A stable word to branch on. New codes may be added; handle unknown ones by HTTP status.' },
+    request_id: { type: 'string', description: 'The same value as the X-Request-Id header.' },
+    required_permission: { type: 'string', enum: [...PERMISSIONS], description: 'Present on a 403 that this permission would lift.' },
+  },
+};
+
+export const accountSchema: JsonSchema = {
+  type: 'object',
+  required: ['partner'],
+  properties: {
+    partner: {
+      type: 'object',
+      required: ['name', 'key_prefix', 'permissions', 'allowed_channels', 'rate_limits'],
+      properties: {
+        name: { type: 'string' },
+        key_prefix: { type: 'string', description: 'The public `<prefix>_<handle>` part of the key used.' },
+        permissions: {
+          type: 'object',
+          description: 'Every permission, granted (true) or not (false). None implies another.',
+          required: [...PERMISSIONS],
+          properties: Object.fromEntries(PERMISSIONS.map((p) => [p, { type: 'boolean' }])),
+          additionalProperties: false,
+        },
+        allowed_channels: { type: 'array', items: { type: 'string', enum: [...CHANNELS] } },
+        rate_limits: {
+          type: 'object',
+          required: ['requests_per_min', 'device_commands_per_min'],
+          properties: { requests_per_min: { type: 'integer' }, device_commands_per_min: { type: 'integer' } },
+        },
+      },
+    },
+  },
+};
+
+export const deviceIdParam: JsonSchema = {
+  type: 'string',
+  pattern: '^[0-9A-F]{12}$',
+  description: '12 uppercase hexadecimal characters.',
+};

@@ -1,0 +1,62 @@
+import type { Permission } from '@fleet/contracts';
+import type { LimitClass } from '../limits/classes';
+
+export type HttpMethod = 'GET' | 'POST' | 'PUT' | 'PATCH' | 'DELETE';
+
+/** A JSON Schema (draft 2020-12, as used by OpenAPI 3.1). */
+export type JsonSchema = Record<string, unknown>;
+
+/** Handlers the gateway answers itself (it owns partners); everything else goes over the bus. */
+export type LocalHandlerName = 'account';
+
+export type RouteTarget = { local: LocalHandlerName } | { subject: string };
+
+export interface ResponseSpec {
+  description: string;
+  schema?: JsonSchema;
+  /** Response headers beyond the common ones, e.g. Location. */
+  headers?: string[];
+}
+
+/** An error a route may answer, beyond the ones every authenticated route shares. */
+export interface ErrorSpec {
+  status: number;
+  code: string;
+  when: string;
+}
+
+/**
+ * One row of the route table. The table drives matching (404/405), the permission check,
+ * request validation, scope resolution, limits, idempotency, dispatch and the OpenAPI document.
+ */
+export interface RouteDef {
+  method: HttpMethod;
+  /** OpenAPI-style path, e.g. '/v1/devices/{device_id}'. */
+  path: string;
+  operationId: string;
+  tag: string;
+  summary: string;
+  description?: string;
+  /** The permission checked before anything else; null when any authenticated partner may call it. */
+  permission: Permission | null;
+  target: RouteTarget;
+  /** The route names a device in `{device_id}`: the registry resolves it within the partner's scope. */
+  device?: { product?: 'light' | 'meter' };
+  /** Path parameter schemas by name (every `{name}` in the path must be here). */
+  params?: Record<string, JsonSchema>;
+  /** Query parameters: properties and which are required. Unknown parameters are refused. */
+  query?: { properties: Record<string, JsonSchema>; required?: string[] };
+  /** JSON body schema (an object schema); absent when the route takes no body. */
+  body?: JsonSchema;
+  /** The body may be omitted entirely (all its fields optional). */
+  bodyOptional?: boolean;
+  /** Accepts the Idempotency-Key header. */
+  idempotent?: boolean;
+  /** Limit classes the request spends from besides the per-partner request window. */
+  limits?: LimitClass[];
+  responses: Record<number, ResponseSpec>;
+  errors?: ErrorSpec[];
+  deprecated?: { sunset: string; link: string };
+}
+
+export const routeId = (route: Pick<RouteDef, 'method' | 'path'>): string => `${route.method} ${route.path}`;

@@ -1,0 +1,55 @@
+import type { Bus } from '@fleet/service-kit';
+import { NotFoundError, fromEnvelopeError } from '@fleet/service-kit';
+import type { DeviceSummary, Principal } from '@fleet/contracts';
+
+const CACHE_TTL_MS = 5_000;
+const CACHE_MAX_ENTRIES = 50_000;
+
+/**
+ * Resolves `{device_id}` within the partner's scope by asking the registry; out of scope and
+ * nonexistent are the same 404. Answers are cached briefly per (partner, device) and dropped
+ * when the registry announces a device or organization change.
+ */
+export class ScopeResolver {
+  private readonly cache = new Map<string, { device: DeviceSummary; expires: number }>();
+  private generation = 0;
+
+  constructor(private readonly bus: Bus) {
+    bus.subscribe<{ device_id: string }>('evt.registry.device.changed', (event) => this.forgetDevice(event.device_id));
+    bus.subscribe('evt.registry.org.changed', () => this.forgetAll());
+  }
+
+  forgetDevice(deviceId: string): void {
+    this.generation++;
+    for (const key of this.cache.keys()) if (key.endsWith(`|${deviceId}`)) this.cache.delete(key);
+  }
+
+  forgetAll(): void {
+    this.generation++;
+    this.cache.clear();
+  }
+
+  async resolve(requestId: string, principal: Principal, deviceId: string): Promise<DeviceSummary> {
+    // The cache key includes the grants: a partner whose grants change resolves afresh.
+    const key = `${principal.partner_id}|${principal.permissions.includes('access_all_devices')}|${principal.org_grants.join(',')}|${deviceId}`;
+    const hit = this.cache.get(key);
+    if (hit && hit.expires > Date.now()) return hit.device;
+    const generation = this.generation;
+    const reply = await this.bus.request('registry.scope.resolve', {
+      request_id: requestId,
+      principal,
+      params: { device_id: deviceId },
+      query: {},
+    });
+    if (!reply.ok) {
+      if (reply.error.status === 404) throw new NotFoundError('Device not found.');
+      throw fromEnvelopeError(reply.error);
+    }
+    const device = reply.body as DeviceSummary;
+    if (generation === this.generation) {
+      if (this.cache.size >= CACHE_MAX_ENTRIES) this.cache.clear();
+      this.cache.set(key, { device, expires: Date.now() + CACHE_TTL_MS });
+    }
+    return device;
+  }
+}
