@@ -8,18 +8,11 @@ import { ServiceRuntime } from '@fleet/service-kit';
 import { AuthChangeListener } from './auth/change-listener';
 import { Authenticator } from './auth/authenticator';
 import { readGatewayConfig } from './config';
-import { createApp } from './http/app';
-import { RequestValidator } from './http/request-validation';
-import { RouteMatcher } from './http/route-matcher';
-import { IdempotencyStore } from './idempotency';
-import { SlidingWindowLimiter } from './limits';
-import { buildOpenApiDocument } from './openapi/build';
+import { createGatewayApp } from './gateway';
 import { routes } from './routes/table';
-import { ScopeResolver } from './scope/scope-resolver';
 import { findKey } from './store/partners';
-import { openGatewayDb } from './store/prisma';
-
 import { MIGRATIONS_DIR } from './migrations';
+import { openGatewayDb } from './store/prisma';
 
 async function main(): Promise<void> {
   const config = readGatewayConfig();
@@ -43,29 +36,7 @@ async function main(): Promise<void> {
   await listener.start();
   runtime.onClose(() => listener.stop());
 
-  const openApi = buildOpenApiDocument(routes, config.PUBLIC_BASE_URL ? { serverUrl: config.PUBLIC_BASE_URL } : {});
-  const app = createApp(
-    {
-      matcher: new RouteMatcher(routes),
-      validator: new RequestValidator(routes),
-      authenticator,
-      limiter: new SlidingWindowLimiter(redis, `${config.REDIS_KEY_PREFIX}rl:`),
-      limitSettings: {
-        configMutationsPerMin: config.CONFIG_MUTATIONS_PER_MIN,
-        destructivePerHour: config.DESTRUCTIVE_PER_HOUR,
-        deviceCeilingPerMin: config.DEVICE_COMMAND_CEILING_PER_MIN,
-      },
-      idempotency: new IdempotencyStore(redis, { keyPrefix: `${config.REDIS_KEY_PREFIX}idem:` }),
-      scope: new ScopeResolver(bus),
-      bus,
-      logger: logger.child({ component: 'http' }),
-    },
-    {
-      requireTls: config.GATEWAY_REQUIRE_TLS,
-      trustedProxies: config.TRUSTED_PROXIES.split(',').map((s) => s.trim()).filter(Boolean),
-      openApiDocument: () => openApi,
-    },
-  );
+  const app = createGatewayApp({ config, routes, authenticator, redis, bus, logger });
 
   const tls = config.TLS_CERT_FILE && config.TLS_KEY_FILE;
   const server = tls

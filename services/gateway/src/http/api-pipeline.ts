@@ -1,6 +1,6 @@
 import type { Request, Response } from 'express';
 import type { DeviceSummary, Principal } from '@fleet/contracts';
-import { ApiError, ForbiddenError, NotFoundError, RateLimitedError, UnauthorizedError, ValidationError, fromEnvelopeError, type Bus, type Logger } from '@fleet/service-kit';
+import { ApiError, ForbiddenError, NotFoundError, RateLimitedError, ServiceUnavailableError, UnauthorizedError, ValidationError, fromEnvelopeError, type Bus, type Logger } from '@fleet/service-kit';
 import { bearerToken, type Authenticator } from '../auth/authenticator';
 import { accountBody } from '../handlers/account';
 import { isValidIdempotencyKey, requestFingerprint, type IdempotencyStore, type StoredResponse } from '../idempotency';
@@ -57,7 +57,7 @@ export function apiPipeline(deps: PipelineDeps) {
       }
       const scope = `${principal.partner_id}:${routeId(route)}`;
       const fingerprint = requestFingerprint({ method: req.method, path: req.path, query: req.query, body: bodyForFingerprint(rawBody) });
-      const begun = await deps.idempotency.begin(scope, idempotencyKey, fingerprint);
+      const begun = await dependency(deps.idempotency.begin(scope, idempotencyKey, fingerprint));
       if (begun.kind === 'replay') {
         writeOutcome(res, route, begun.response, true);
         return;
@@ -73,7 +73,7 @@ export function apiPipeline(deps: PipelineDeps) {
 
     try {
       const outcome = await runRoute(deps, req, route, params, principal, rawBody, requestId);
-      if (held) await deps.idempotency.complete(held.scope, held.key, held.fingerprint, outcome);
+      if (held) await dependency(deps.idempotency.complete(held.scope, held.key, held.fingerprint, outcome));
       writeOutcome(res, route, outcome, false);
     } catch (err) {
       if (held) await deps.idempotency.release(held.scope, held.key).catch(() => undefined);
@@ -82,10 +82,20 @@ export function apiPipeline(deps: PipelineDeps) {
   };
 }
 
+/** A failure of Redis or the key store is the gateway's own outage: 503, never a 500. */
+async function dependency<T>(work: Promise<T>): Promise<T> {
+  try {
+    return await work;
+  } catch (err) {
+    if (err instanceof ApiError) throw err;
+    throw new ServiceUnavailableError();
+  }
+}
+
 async function authenticate(deps: PipelineDeps, req: Request, res: Response): Promise<Principal> {
   const token = bearerToken(req.get('Authorization'));
   res.locals.keyPresented = token !== undefined;
-  const principal = token ? await deps.authenticator.authenticate(token) : null;
+  const principal = token ? await dependency(deps.authenticator.authenticate(token)) : null;
   if (!principal) throw new UnauthorizedError();
   res.locals.keyPrefix = principal.key_prefix;
   return principal;
@@ -93,7 +103,7 @@ async function authenticate(deps: PipelineDeps, req: Request, res: Response): Pr
 
 async function spendRequestWindow(deps: PipelineDeps, principal: Principal, res: Response): Promise<void> {
   const window = requestWindowFor({ partnerId: principal.partner_id, requestsPerMin: principal.limits.requests_per_min });
-  const result = await deps.limiter.hit([window]);
+  const result = await dependency(deps.limiter.hit([window]));
   const state = result.windows[0];
   if (!state) return;
   const { 'Retry-After': _retry, ...headers } = rateLimitHeaders(state);
@@ -178,7 +188,7 @@ async function spendLimitClasses(deps: PipelineDeps, route: RouteDef, principal:
     ...(device ? { deviceId: device.device_id } : {}),
   };
   const windows = (route.limits ?? []).flatMap((cls) => windowsFor(cls, ctx, deps.limitSettings));
-  const result = await deps.limiter.hit(windows);
+  const result = await dependency(deps.limiter.hit(windows));
   if (!result.allowed) {
     throw new RateLimitedError('A limit for this operation was reached; honor Retry-After.', result.refusedBy?.retryAfterSeconds ?? 1);
   }

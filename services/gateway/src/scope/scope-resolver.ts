@@ -14,7 +14,10 @@ export class ScopeResolver {
   private readonly cache = new Map<string, { device: DeviceSummary; expires: number }>();
   private generation = 0;
 
-  constructor(private readonly bus: Bus) {
+  constructor(
+    private readonly bus: Bus,
+    private readonly subject = 'registry.scope.resolve',
+  ) {
     bus.subscribe<{ device_id: string }>('evt.registry.device.changed', (event) => this.forgetDevice(event.device_id));
     bus.subscribe('evt.registry.org.changed', () => this.forgetAll());
   }
@@ -35,7 +38,7 @@ export class ScopeResolver {
     const hit = this.cache.get(key);
     if (hit && hit.expires > Date.now()) return hit.device;
     const generation = this.generation;
-    const reply = await this.bus.request('registry.scope.resolve', {
+    const reply = await this.bus.request(this.subject, {
       request_id: requestId,
       principal,
       params: { device_id: deviceId },

@@ -1,0 +1,54 @@
+import type { Redis } from 'ioredis';
+import type { Bus, Logger } from '@fleet/service-kit';
+import type { Authenticator } from './auth/authenticator';
+import type { GatewayConfig } from './config';
+import { createApp } from './http/app';
+import { RequestValidator } from './http/request-validation';
+import { RouteMatcher } from './http/route-matcher';
+import { IdempotencyStore } from './idempotency';
+import { SlidingWindowLimiter } from './limits';
+import { buildOpenApiDocument } from './openapi/build';
+import type { RouteDef } from './routes/types';
+import { ScopeResolver } from './scope/scope-resolver';
+
+export interface GatewayParts {
+  config: Pick<
+    GatewayConfig,
+    'REDIS_KEY_PREFIX' | 'GATEWAY_REQUIRE_TLS' | 'TRUSTED_PROXIES' | 'PUBLIC_BASE_URL' | 'CONFIG_MUTATIONS_PER_MIN' | 'DESTRUCTIVE_PER_HOUR' | 'DEVICE_COMMAND_CEILING_PER_MIN'
+  >;
+  routes: RouteDef[];
+  authenticator: Authenticator;
+  redis: Redis;
+  bus: Bus;
+  logger: Logger;
+  /** The registry subject that resolves device scope (overridable so tests can stand in for the registry). */
+  scopeSubject?: string;
+}
+
+/** Wires the express app from the route table and its collaborators. */
+export function createGatewayApp(parts: GatewayParts) {
+  const { config, routes, redis, bus, logger } = parts;
+  const openApi = buildOpenApiDocument(routes, config.PUBLIC_BASE_URL ? { serverUrl: config.PUBLIC_BASE_URL } : {});
+  return createApp(
+    {
+      matcher: new RouteMatcher(routes),
+      validator: new RequestValidator(routes),
+      authenticator: parts.authenticator,
+      limiter: new SlidingWindowLimiter(redis, `${config.REDIS_KEY_PREFIX}rl:`),
+      limitSettings: {
+        configMutationsPerMin: config.CONFIG_MUTATIONS_PER_MIN,
+        destructivePerHour: config.DESTRUCTIVE_PER_HOUR,
+        deviceCeilingPerMin: config.DEVICE_COMMAND_CEILING_PER_MIN,
+      },
+      idempotency: new IdempotencyStore(redis, { keyPrefix: `${config.REDIS_KEY_PREFIX}idem:` }),
+      scope: new ScopeResolver(bus, parts.scopeSubject),
+      bus,
+      logger: logger.child({ component: 'http' }),
+    },
+    {
+      requireTls: config.GATEWAY_REQUIRE_TLS,
+      trustedProxies: config.TRUSTED_PROXIES.split(',').map((s) => s.trim()).filter(Boolean),
+      openApiDocument: () => openApi,
+    },
+  );
+}

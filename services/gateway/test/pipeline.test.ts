@@ -1,0 +1,351 @@
+import { ConflictError, NotFoundError } from '@fleet/service-kit';
+import { randomDeviceId, uniqueId } from '@fleet/test-kit';
+import type { DeviceSummary, RequestEnvelope } from '@fleet/contracts';
+import { routes as realRoutes } from '../src/routes/table';
+import type { RouteDef } from '../src/routes/types';
+import { call, startTestGateway, type TestGateway } from './support/harness';
+
+// Synthetic rows exercise every pipeline behaviour the domain routes will rely on; their
+// owners are real NATS responders registered by this file.
+const run = uniqueId('p');
+const subject = (name: string) => `test.${run}.${name}`;
+const ok = { 200: { description: 'ok' } };
+const testRoutes: RouteDef[] = [
+  ...realRoutes,
+  {
+    method: 'POST', path: '/v1/things/{thing_id}', operationId: 'createThing', tag: 'Test', summary: 'create',
+    permission: 'raw_commands', target: { subject: subject('thing.create') }, idempotent: true,
+    params: { thing_id: { type: 'string', pattern: '^[a-z]+$' } },
+    body: { type: 'object', required: ['name'], additionalProperties: false, properties: { name: { type: 'string', minLength: 1 }, count: { type: 'integer', minimum: 1, maximum: 10 } } },
+    responses: { 201: { description: 'created' } },
+  },
+  {
+    method: 'POST', path: '/v1/devices/{device_id}/pokes', operationId: 'poke', tag: 'Test', summary: 'poke',
+    permission: 'raw_commands', target: { subject: subject('poke') }, device: { product: 'light' }, idempotent: true, limits: ['device_command'],
+    body: { type: 'object', properties: { n: { type: 'integer' } } }, bodyOptional: true, responses: { 202: { description: 'accepted' } },
+  },
+  {
+    method: 'PATCH', path: '/v1/devices/{device_id}/label', operationId: 'label', tag: 'Test', summary: 'label',
+    permission: 'config_write', target: { subject: subject('label') }, device: {}, limits: ['config_mutation'],
+    body: { type: 'object', required: ['name'], properties: { name: { type: 'string' } } }, responses: { 204: { description: 'done' } },
+  },
+  {
+    method: 'DELETE', path: '/v1/devices/{device_id}', operationId: 'remove', tag: 'Test', summary: 'remove',
+    permission: 'device_removal', target: { subject: subject('remove') }, device: {}, limits: ['destructive'],
+    query: { properties: { confirm: { type: 'string' } } }, body: { type: 'object', properties: { confirm: { type: 'string' } } }, bodyOptional: true,
+    responses: { 204: { description: 'removed' } },
+  },
+  { method: 'GET', path: '/v1/search', operationId: 'search', tag: 'Test', summary: 'search', permission: null, target: { subject: subject('search') },
+    query: { properties: { limit: { type: 'integer', minimum: 1, maximum: 1000 } } }, responses: ok },
+  { method: 'GET', path: '/v1/slow', operationId: 'slow', tag: 'Test', summary: 'slow', permission: null, target: { subject: subject('slow') }, responses: ok },
+  { method: 'GET', path: '/v1/nobody', operationId: 'nobody', tag: 'Test', summary: 'nobody', permission: null, target: { subject: subject('nobody') }, responses: ok },
+  { method: 'GET', path: '/v1/boom', operationId: 'boom', tag: 'Test', summary: 'boom', permission: null, target: { subject: subject('boom') }, responses: ok },
+];
+
+let gw: TestGateway;
+const calls: Record<string, RequestEnvelope[]> = {};
+const devices = new Map<string, DeviceSummary>();
+let failNextCreate = false;
+let createDelayMs = 0;
+
+beforeAll(async () => {
+  gw = await startTestGateway(testRoutes, { CONFIG_MUTATIONS_PER_MIN: '2', DESTRUCTIVE_PER_HOUR: '1', DEVICE_COMMAND_CEILING_PER_MIN: '3' });
+  const record = (name: string, req: RequestEnvelope) => (calls[name] ??= []).push(req);
+  gw.bus.serve(gw.scopeSubject, async (req) => {
+    const device = devices.get(req.params.device_id ?? '');
+    const principal = req.principal;
+    const visible = device && principal && (principal.permissions.includes('access_all_devices') || principal.org_grants.includes(device.org_node_id ?? -1));
+    if (!visible) throw new NotFoundError('Device not found.');
+    return { body: device as unknown as Record<string, unknown> };
+  });
+  gw.bus.serve(subject('thing.create'), async (req) => {
+    record('create', req);
+    if (createDelayMs) await new Promise((r) => setTimeout(r, createDelayMs));
+    if (failNextCreate) {
+      failNextCreate = false;
+      throw new ConflictError('try later');
+    }
+    return { status: 201, headers: { Location: `/v1/things/${req.params.thing_id}` }, body: { id: req.params.thing_id, n: (calls.create ?? []).length } };
+  });
+  gw.bus.serve(subject('poke'), async (req) => (record('poke', req), { status: 202, body: { device: req.device?.device_id, n: (calls.poke ?? []).length } }));
+  gw.bus.serve(subject('label'), async (req) => (record('label', req), { status: 204 }));
+  gw.bus.serve(subject('remove'), async (req) => (record('remove', req), { status: 204 }));
+  gw.bus.serve(subject('search'), async (req) => ({ body: { query: req.query } }));
+  gw.bus.serve(subject('slow'), () => new Promise((resolve) => setTimeout(() => resolve({ body: {} }), 2500)));
+  gw.bus.serve(subject('boom'), async () => {
+    throw new Error('connection to db-internal-7 failed: password authentication failed for user "svc"');
+  });
+  await gw.bus.connection.flush();
+});
+
+afterAll(async () => {
+  await gw.close();
+});
+
+const light = (org: number): string => {
+  const id = randomDeviceId();
+  devices.set(id, { device_id: id, product: 'light', org_node_id: org, name: null });
+  return id;
+};
+
+describe('permissions', () => {
+  it('refuses a missing permission with 403 naming it, before looking at the body', async () => {
+    const p = await gw.partner(['--permissions', 'state_read']);
+    const res = await call(gw.url, 'POST', '/v1/things/abc', { key: p.key, body: 'not json at all', headers: { 'Content-Type': 'text/plain' } });
+    expect(res.status).toBe(403);
+    expect(res.body).toEqual({ error: expect.any(String), code: 'forbidden', request_id: res.headers.get('x-request-id'), required_permission: 'raw_commands' });
+  });
+
+  it('does not let one permission imply another', async () => {
+    const p = await gw.partner(['--permissions', 'system_destructive,access_all_devices,relaxed_caps']);
+    const res = await call(gw.url, 'POST', '/v1/things/abc', { key: p.key, body: { name: 'x' } });
+    expect(res.status).toBe(403);
+    expect(res.body.required_permission).toBe('raw_commands');
+  });
+});
+
+describe('bodies and validation', () => {
+  let key: string;
+  beforeAll(async () => {
+    key = (await gw.partner(['--permissions', 'raw_commands'])).key;
+  });
+
+  it('answers 415 for a body that is not application/json', async () => {
+    const res = await call(gw.url, 'POST', '/v1/things/abc', { key, body: 'name=x', headers: { 'Content-Type': 'application/x-www-form-urlencoded' } });
+    expect(res.status).toBe(415);
+    expect(res.body.code).toBe('unsupported_media_type');
+  });
+
+  it.each([
+    ['invalid JSON', '{"name":'],
+    ['an array', '[1,2]'],
+    ['a string', '"name"'],
+    ['null', 'null'],
+  ])('answers 400 validation_error for %s', async (_what, raw) => {
+    const res = await call(gw.url, 'POST', '/v1/things/abc', { key, body: raw });
+    expect(res.status).toBe(400);
+    expect(res.body.code).toBe('validation_error');
+  });
+
+  it('requires a body where the route needs one', async () => {
+    const res = await call(gw.url, 'POST', '/v1/things/abc', { key });
+    expect(res.status).toBe(400);
+    expect(res.body.error).toMatch(/body is required/);
+  });
+
+  it('names the offending field, parameter or unknown query parameter', async () => {
+    expect((await call(gw.url, 'POST', '/v1/things/abc', { key, body: { name: 'x', count: 11 } })).body.error).toMatch(/'count'/);
+    expect((await call(gw.url, 'POST', '/v1/things/abc', { key, body: {} })).body.error).toMatch(/'name'/);
+    expect((await call(gw.url, 'POST', '/v1/things/abc', { key, body: { name: 'x', extra: 1 } })).body.error).toMatch(/'extra'/);
+    expect((await call(gw.url, 'POST', '/v1/things/ABC', { key, body: { name: 'x' } })).body.error).toMatch(/thing_id/);
+    const query = await call(gw.url, 'GET', '/v1/search?limit=0', { key });
+    expect([query.status, query.body.error]).toEqual([400, expect.stringMatching(/'limit'/)]);
+    const unknown = await call(gw.url, 'GET', '/v1/search?lmit=5', { key });
+    expect([unknown.status, unknown.body.error]).toEqual([400, "unknown query parameter 'lmit'"]);
+  });
+
+  it('passes coerced query values to the owning service', async () => {
+    const res = await call(gw.url, 'GET', '/v1/search?limit=25', { key });
+    expect(res.body).toEqual({ query: { limit: 25 } });
+  });
+});
+
+describe('idempotency', () => {
+  let p: { key: string; id: string };
+  beforeAll(async () => {
+    p = await gw.partner(['--permissions', 'raw_commands']);
+  });
+
+  it('replays the first answer with Idempotent-Replayed and does not redo the work', async () => {
+    const headers = { 'Idempotency-Key': `k-${uniqueId()}` };
+    const first = await call(gw.url, 'POST', '/v1/things/abc', { key: p.key, body: { name: 'x', count: 2 }, headers });
+    const before = calls.create?.length;
+    // Same request with keys in another order is the same request.
+    const again = await call(gw.url, 'POST', '/v1/things/abc', { key: p.key, body: '{"count":2,"name":"x"}', headers });
+    expect(first.status).toBe(201);
+    expect(again.status).toBe(201);
+    expect(again.body).toEqual(first.body);
+    expect(again.headers.get('idempotent-replayed')).toBe('true');
+    expect(again.headers.get('location')).toBe('/v1/things/abc');
+    expect(first.headers.get('idempotent-replayed')).toBeNull();
+    expect(again.headers.get('x-request-id')).not.toBe(first.headers.get('x-request-id'));
+    expect(calls.create?.length).toBe(before);
+  });
+
+  it('answers 422 for the same key with a different request', async () => {
+    const headers = { 'Idempotency-Key': `k-${uniqueId()}` };
+    await call(gw.url, 'POST', '/v1/things/abc', { key: p.key, body: { name: 'x' }, headers });
+    const other = await call(gw.url, 'POST', '/v1/things/abc', { key: p.key, body: { name: 'y' }, headers });
+    expect([other.status, other.body.code]).toEqual([422, 'idempotency_key_reused']);
+  });
+
+  it('answers 409 with Retry-After while the first request still runs', async () => {
+    const headers = { 'Idempotency-Key': `k-${uniqueId()}` };
+    createDelayMs = 400;
+    const first = call(gw.url, 'POST', '/v1/things/abc', { key: p.key, body: { name: 'slow' }, headers });
+    await new Promise((r) => setTimeout(r, 100));
+    const second = await call(gw.url, 'POST', '/v1/things/abc', { key: p.key, body: { name: 'slow' }, headers });
+    createDelayMs = 0;
+    expect([second.status, second.body.code]).toEqual([409, 'idempotency_in_progress']);
+    expect(Number(second.headers.get('retry-after'))).toBeGreaterThanOrEqual(1);
+    expect((await first).status).toBe(201);
+  });
+
+  it('keeps only 2xx answers: after a failure the same key runs again', async () => {
+    const headers = { 'Idempotency-Key': `k-${uniqueId()}` };
+    failNextCreate = true;
+    const failed = await call(gw.url, 'POST', '/v1/things/abc', { key: p.key, body: { name: 'x' }, headers });
+    expect(failed.status).toBe(409);
+    const retried = await call(gw.url, 'POST', '/v1/things/abc', { key: p.key, body: { name: 'x' }, headers });
+    expect(retried.status).toBe(201);
+    expect(retried.headers.get('idempotent-replayed')).toBeNull();
+  });
+
+  it('scopes keys per partner and per route', async () => {
+    const other = await gw.partner(['--permissions', 'raw_commands']);
+    const key = `k-${uniqueId()}`;
+    const mine = await call(gw.url, 'POST', '/v1/things/abc', { key: p.key, body: { name: 'x' }, headers: { 'Idempotency-Key': key } });
+    const theirs = await call(gw.url, 'POST', '/v1/things/abc', { key: other.key, body: { name: 'x' }, headers: { 'Idempotency-Key': key } });
+    expect(theirs.headers.get('idempotent-replayed')).toBeNull();
+    expect(theirs.body.n).not.toBe(mine.body.n);
+  });
+
+  it('does not re-check a replay against current permissions', async () => {
+    const q = await gw.partner(['--permissions', 'raw_commands']);
+    const headers = { 'Idempotency-Key': `k-${uniqueId()}` };
+    const first = await call(gw.url, 'POST', '/v1/things/abc', { key: q.key, body: { name: 'x' }, headers });
+    await gw.admin('partner', 'update', '--id', q.id, '--permissions', 'state_read');
+    const replay = await call(gw.url, 'POST', '/v1/things/abc', { key: q.key, body: { name: 'x' }, headers });
+    expect([replay.status, replay.body]).toEqual([201, first.body]);
+    const fresh = await call(gw.url, 'POST', '/v1/things/abc', { key: q.key, body: { name: 'x' }, headers: { 'Idempotency-Key': `k-${uniqueId()}` } });
+    expect(fresh.status).toBe(403);
+  });
+
+  it('refuses a malformed Idempotency-Key with 400', async () => {
+    for (const bad of ['has space', 'x'.repeat(256), 'tab\there']) {
+      const res = await call(gw.url, 'POST', '/v1/things/abc', { key: p.key, body: { name: 'x' }, headers: { 'Idempotency-Key': bad } });
+      expect([res.status, res.body.code]).toEqual([400, 'validation_error']);
+    }
+    const longest = await call(gw.url, 'POST', '/v1/things/abc', { key: p.key, body: { name: 'x' }, headers: { 'Idempotency-Key': '~'.repeat(255) } });
+    expect(longest.status).toBe(201);
+  });
+
+  it('counts a replay toward the request limit but not the device command limit', async () => {
+    const q = await gw.partner(['--permissions', 'raw_commands', '--grant', '77', '--device-commands-per-min', '1', '--requests-per-min', '3']);
+    const device = light(77);
+    const headers = { 'Idempotency-Key': `k-${uniqueId()}` };
+    const first = await call(gw.url, 'POST', `/v1/devices/${device}/pokes`, { key: q.key, headers });
+    const replay = await call(gw.url, 'POST', `/v1/devices/${device}/pokes`, { key: q.key, headers });
+    expect([first.status, replay.status]).toEqual([202, 202]);
+    expect(replay.headers.get('idempotent-replayed')).toBe('true');
+    expect(replay.headers.get('ratelimit-remaining')).toBe('1');
+    const third = await call(gw.url, 'POST', `/v1/devices/${device}/pokes`, { key: q.key, headers });
+    expect(third.status).toBe(202);
+    const fourth = await call(gw.url, 'POST', `/v1/devices/${device}/pokes`, { key: q.key, headers });
+    expect([fourth.status, fourth.body.code, fourth.headers.get('ratelimit-remaining')]).toEqual([429, 'rate_limited', '0']);
+  });
+});
+
+describe('device scope', () => {
+  it('answers 404 alike for out-of-scope and nonexistent devices, and never names a permission', async () => {
+    const p = await gw.partner(['--permissions', 'raw_commands', '--grant', '10']);
+    const foreign = light(11);
+    const missing = randomDeviceId();
+    const a = await call(gw.url, 'POST', `/v1/devices/${foreign}/pokes`, { key: p.key });
+    const b = await call(gw.url, 'POST', `/v1/devices/${missing}/pokes`, { key: p.key });
+    expect([a.status, b.status]).toEqual([404, 404]);
+    expect(a.body.code).toBe('not_found');
+    expect(a.body.error).toBe(b.body.error);
+    expect(a.body.required_permission).toBeUndefined();
+  });
+
+  it('sends the resolved device to the owning service', async () => {
+    const p = await gw.partner(['--permissions', 'raw_commands', '--grant', '12']);
+    const device = light(12);
+    const res = await call(gw.url, 'POST', `/v1/devices/${device}/pokes`, { key: p.key, body: { n: 1 } });
+    expect([res.status, res.body.device]).toEqual([202, device]);
+    const envelope = calls.poke?.at(-1);
+    expect(envelope?.device).toEqual(devices.get(device));
+    expect(envelope?.principal?.partner_id).toBe(p.id);
+    expect(envelope?.body).toEqual({ n: 1 });
+  });
+
+  it('treats a device of another product as not found on product routes', async () => {
+    const p = await gw.partner(['--permissions', 'raw_commands', '--access-all-devices']);
+    const id = randomDeviceId();
+    devices.set(id, { device_id: id, product: 'meter', org_node_id: 1, name: null });
+    expect((await call(gw.url, 'POST', `/v1/devices/${id}/pokes`, { key: p.key })).status).toBe(404);
+  });
+});
+
+describe('limit classes', () => {
+  it('holds per-device commands to the partner limit, then 429 with Retry-After', async () => {
+    const p = await gw.partner(['--permissions', 'raw_commands', '--grant', '20', '--device-commands-per-min', '2']);
+    const device = light(20);
+    const statuses = [];
+    for (let i = 0; i < 3; i++) statuses.push(await call(gw.url, 'POST', `/v1/devices/${device}/pokes`, { key: p.key }));
+    expect(statuses.map((r) => r.status)).toEqual([202, 202, 429]);
+    const refused = statuses[2]!;
+    expect(refused.body.code).toBe('rate_limited');
+    expect(Number(refused.headers.get('retry-after'))).toBeGreaterThan(0);
+    // The partner's request window still admits requests: its headers are not zeroed.
+    expect(Number(refused.headers.get('ratelimit-remaining'))).toBeGreaterThan(0);
+    // Another device is a separate budget.
+    expect((await call(gw.url, 'POST', `/v1/devices/${light(20)}/pokes`, { key: p.key })).status).toBe(202);
+  });
+
+  it('shares the global per-device ceiling across partners', async () => {
+    const device = light(21);
+    const a = await gw.partner(['--permissions', 'raw_commands', '--grant', '21']);
+    const b = await gw.partner(['--permissions', 'raw_commands', '--grant', '21']);
+    const results = [];
+    for (const p of [a, a, b, b]) results.push((await call(gw.url, 'POST', `/v1/devices/${device}/pokes`, { key: p.key })).status);
+    expect(results).toEqual([202, 202, 202, 429]);
+  });
+
+  it('throttles configuration mutations per partner', async () => {
+    const p = await gw.partner(['--permissions', 'config_write', '--grant', '22']);
+    const device = light(22);
+    const results = [];
+    for (let i = 0; i < 3; i++) results.push((await call(gw.url, 'PATCH', `/v1/devices/${device}/label`, { key: p.key, body: { name: 'n' } })).status);
+    expect(results).toEqual([204, 204, 429]);
+  });
+
+  it('spends destructive operations from the hourly ceiling', async () => {
+    const p = await gw.partner(['--permissions', 'device_removal', '--grant', '23']);
+    const first = await call(gw.url, 'DELETE', `/v1/devices/${light(23)}?confirm=x`, { key: p.key });
+    const second = await call(gw.url, 'DELETE', `/v1/devices/${light(23)}`, { key: p.key, body: { confirm: 'y' } });
+    expect([first.status, second.status]).toEqual([204, 429]);
+    expect(Number(second.headers.get('retry-after'))).toBeGreaterThan(60);
+    expect(calls.remove?.at(-1)?.query).toEqual({ confirm: 'x' });
+  });
+});
+
+describe('owning service failures', () => {
+  let key: string;
+  beforeAll(async () => {
+    key = (await gw.partner()).key;
+  });
+
+  it('answers 503 at once when no service answers the subject', async () => {
+    const started = Date.now();
+    const res = await call(gw.url, 'GET', '/v1/nobody', { key });
+    expect([res.status, res.body.code]).toEqual([503, 'service_unavailable']);
+    expect(res.headers.get('retry-after')).toBeTruthy();
+    expect(Date.now() - started).toBeLessThan(500);
+  });
+
+  it('answers 503 within the bus timeout when the service is slow', async () => {
+    const started = Date.now();
+    const res = await call(gw.url, 'GET', '/v1/slow', { key });
+    expect(res.status).toBe(503);
+    expect(Date.now() - started).toBeLessThan(2000);
+  });
+
+  it('answers 500 internal_error with no internals in the body', async () => {
+    const res = await call(gw.url, 'GET', '/v1/boom', { key });
+    expect(res.status).toBe(500);
+    expect(res.body).toEqual({ error: 'Internal error.', code: 'internal_error', request_id: res.headers.get('x-request-id') });
+    expect(JSON.stringify(res.body)).not.toMatch(/db-internal|password|stack/);
+  });
+});

@@ -1,0 +1,112 @@
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { Redis } from 'ioredis';
+import { dropDatabase, ensureDatabase, migrate } from '@fleet/db';
+import { Bus, createLogger } from '@fleet/service-kit';
+import { databaseUrl, testEnv, uniqueId } from '@fleet/test-kit';
+import { AuthChangeListener } from '../../src/auth/change-listener';
+import { Authenticator } from '../../src/auth/authenticator';
+import { runAdminCommand } from '../../src/admin/commands';
+import { readGatewayConfig } from '../../src/config';
+import { createGatewayApp } from '../../src/gateway';
+import { MIGRATIONS_DIR } from '../../src/migrations';
+import type { RouteDef } from '../../src/routes/types';
+import { findKey } from '../../src/store/partners';
+import { openGatewayDb, type GatewayDb } from '../../src/store/prisma';
+
+export interface TestGateway {
+  url: string;
+  db: GatewayDb;
+  bus: Bus;
+  redis: Redis;
+  unique: string;
+  scopeSubject: string;
+  /** Runs a staff command exactly as the admin CLI does. */
+  admin(...argv: string[]): Promise<Record<string, unknown>>;
+  /** A partner and one key for it. */
+  partner(flags?: string[]): Promise<{ id: string; key: string; keyPrefix: string }>;
+  close(): Promise<void>;
+}
+
+/**
+ * The gateway app as main.ts wires it, on an ephemeral port, with real Postgres (its own
+ * database), Redis (its own key prefix) and NATS, and a route table of the test's choosing.
+ */
+export async function startTestGateway(routes: RouteDef[], env: Record<string, string> = {}): Promise<TestGateway> {
+  const unique = uniqueId('gw');
+  const dbUrl = databaseUrl(`fleet_test_${unique}`);
+  const config = readGatewayConfig({ HEALTH_PORT: '0', DATABASE_URL: dbUrl, REDIS_KEY_PREFIX: `${unique}:`, ...env });
+  await ensureDatabase(dbUrl);
+  await migrate(dbUrl, MIGRATIONS_DIR);
+  const db = openGatewayDb(dbUrl);
+  const logger = createLogger('gateway-test', process.env.TEST_LOG_LEVEL ?? 'silent');
+  const redis = new Redis(testEnv.redisUrl, { maxRetriesPerRequest: 1 });
+  const bus = await Bus.connect({ servers: testEnv.natsUrl, service: `gateway-${unique}`, logger, requestTimeoutMs: 1000 });
+  const authenticator = new Authenticator((prefix) => findKey(db, prefix), () => listener.live);
+  const listener = new AuthChangeListener(dbUrl, () => authenticator.forgetAll(), logger);
+  await listener.start();
+  const scopeSubject = `${unique}.scope.resolve`;
+  const app = createGatewayApp({ config, routes, authenticator, redis, bus, logger, scopeSubject });
+  const server = http.createServer(app);
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+
+  const admin = (...argv: string[]) => runAdminCommand(db, argv);
+  return {
+    url,
+    db,
+    bus,
+    redis,
+    unique,
+    scopeSubject,
+    admin,
+    async partner(flags = []) {
+      const created = await admin('partner', 'create', '--name', `Partner ${uniqueId()}`, ...flags);
+      const issued = await admin('key', 'issue', '--partner', String(created.id));
+      return { id: String(created.id), key: String(issued.key), keyPrefix: String(issued.key_prefix) };
+    },
+    async close() {
+      server.closeAllConnections();
+      await new Promise<void>((resolve) => server.close(() => resolve()));
+      await listener.stop();
+      await bus.drain();
+      const keys = await redis.keys(`${unique}:*`);
+      if (keys.length) await redis.del(...keys);
+      redis.disconnect();
+      await db.$disconnect();
+      await dropDatabase(dbUrl);
+    },
+  };
+}
+
+export interface CallResult {
+  status: number;
+  headers: Headers;
+  body: Record<string, unknown>;
+}
+
+/** One HTTP call; JSON bodies are sent as given (a string is sent verbatim). */
+export async function call(
+  url: string,
+  method: string,
+  path: string,
+  options: { key?: string; body?: unknown; headers?: Record<string, string> } = {},
+): Promise<CallResult> {
+  const headers: Record<string, string> = { ...(options.key ? { Authorization: `Bearer ${options.key}` } : {}), ...options.headers };
+  let body: string | undefined;
+  if (options.body !== undefined) {
+    body = typeof options.body === 'string' ? options.body : JSON.stringify(options.body);
+    headers['Content-Type'] ??= 'application/json';
+  }
+  const res = await fetch(`${url}${path}`, { method, headers, ...(body !== undefined ? { body } : {}) });
+  const text = await res.text();
+  let parsed: Record<string, unknown> = {};
+  if (text) {
+    try {
+      parsed = JSON.parse(text) as Record<string, unknown>;
+    } catch {
+      parsed = { raw: text };
+    }
+  }
+  return { status: res.status, headers: res.headers, body: parsed };
+}
