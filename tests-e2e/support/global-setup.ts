@@ -1,1 +1,31 @@
-export default async function globalSetup(): Promise<void> {}
+import path from 'node:path';
+import { uniqueId } from '@fleet/test-kit';
+import type { E2eFleet } from './fleet-env';
+
+// The fleet launcher is plain JS shared with `npm start`.
+// eslint-disable-next-line @typescript-eslint/no-require-imports
+const { startFleet, freePort, ROOT } = require('../../scripts/lib/fleet');
+
+/** Starts every built service once for the whole end-to-end suite, on its own databases and ports. */
+export default async function globalSetup(): Promise<void> {
+  const run = uniqueId('e2e');
+  const databasePrefix = `fleet_${run}_`;
+  const redisPrefix = `${run}:`;
+  const fleet = await startFleet({
+    databasePrefix,
+    gatewayPort: await freePort(),
+    mqttPort: 0,
+    dataDir: path.join(ROOT, '.fleet', 'e2e', run),
+    logDir: path.join(ROOT, '.fleet', 'e2e', run, 'logs'),
+    env: { LOG_LEVEL: process.env.E2E_LOG_LEVEL ?? 'info', REDIS_KEY_PREFIX: redisPrefix, NODE_ENV: 'test' },
+  });
+  (globalThis as Record<string, unknown>).__E2E_FLEET__ = fleet;
+  const shared: E2eFleet = {
+    gatewayUrl: fleet.gatewayUrl,
+    mqttUrl: fleet.mqttUrl ?? '',
+    databasePrefix,
+    redisPrefix,
+    pids: Object.fromEntries(fleet.services.map((s: { name: string; pid: number }) => [s.name, s.pid])),
+  };
+  process.env.E2E_FLEET = JSON.stringify(shared);
+}

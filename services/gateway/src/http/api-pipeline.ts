@@ -38,8 +38,11 @@ export function apiPipeline(deps: PipelineDeps) {
   return async function handleApiRequest(req: Request, res: Response): Promise<void> {
     const requestId = res.locals.requestId as string;
     const found = deps.matcher.match(req.method, req.path);
-    if (found.kind === 'none') throw new ApiError(404, 'unknown_route', `No route matches ${req.method} ${req.path}.`);
-    if (found.kind === 'wrong_method') {
+    if (found.kind !== 'found') {
+      // A valid key still counts and gets its RateLimit-* headers; a missing or bad one does not turn this into a 401.
+      const caller = await authenticate(deps, req, res).catch(() => undefined);
+      if (caller) await spendRequestWindow(deps, caller, res);
+      if (found.kind === 'none') throw new ApiError(404, 'unknown_route', `No route matches ${req.method} ${req.path}.`);
       res.setHeader('Allow', found.allow.join(', '));
       throw new ApiError(405, 'method_not_allowed', `${req.method} is not allowed here; allowed: ${found.allow.join(', ')}.`);
     }

@@ -1,0 +1,15 @@
+/** What the global setup started, handed to the test files through the environment. */
+export interface E2eFleet {
+  gatewayUrl: string;
+  mqttUrl: string;
+  databasePrefix: string;
+  redisPrefix: string;
+  /** name -> pid of each running service */
+  pids: Record<string, number>;
+}
+
+export function e2eFleet(): E2eFleet {
+  const raw = process.env.E2E_FLEET;
+  if (!raw) throw new Error('the end-to-end fleet is not running (global setup did not run)');
+  return JSON.parse(raw) as E2eFleet;
+}
