@@ -3,7 +3,6 @@ import { uniqueId } from '@fleet/test-kit';
 import type { E2eFleet } from './fleet-env';
 
 // The fleet launcher is plain JS shared with `npm start`.
-// eslint-disable-next-line @typescript-eslint/no-require-imports
 const { startFleet, freePort, ROOT } = require('../../scripts/lib/fleet');
 
 /** Starts every built service once for the whole end-to-end suite, on its own databases and ports. */
