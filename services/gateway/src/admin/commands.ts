@@ -92,16 +92,17 @@ export async function runAdminCommand(db: GatewayDb, argv: string[]): Promise<Re
   const command = `${entity ?? ''} ${verb ?? ''}`.trim();
   switch (command) {
     case 'partner create': {
+      required(args, 'name');
       const fields = partnerFields(args);
       const input: PartnerInput = {
-        name: required(args, 'name'),
+        name: fields.name as string,
         permissions: fields.permissions ?? [],
         orgGrants: fields.orgGrants ?? [],
         allowedChannels: fields.allowedChannels ?? ([...CHANNELS] as Channel[]),
         requestsPerMin: fields.requestsPerMin ?? DEFAULT_REQUESTS_PER_MIN,
         deviceCommandsPerMin: fields.deviceCommandsPerMin ?? DEFAULT_DEVICE_COMMANDS_PER_MIN,
       };
-      const partner = await createPartner(db, { ...input, name: fields.name ?? input.name });
+      const partner = await createPartner(db, input);
       return { id: partner.id, name: partner.name };
     }
     case 'partner update': {

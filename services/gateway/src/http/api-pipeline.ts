@@ -7,7 +7,6 @@ import { isValidIdempotencyKey, requestFingerprint, type IdempotencyStore, type 
 import { rateLimitHeaders, requestWindowFor, windowsFor, type LimitSettings, type SlidingWindowLimiter } from '../limits';
 import type { ScopeResolver } from '../scope/scope-resolver';
 import { routeId, type RouteDef } from '../routes/types';
-import { sendError } from './error-response';
 import type { RequestValidator } from './request-validation';
 import type { RouteMatcher } from './route-matcher';
 
@@ -212,4 +211,3 @@ function writeOutcome(res: Response, route: RouteDef, outcome: Outcome, replayed
   else res.json(outcome.body);
 }
 
-export { sendError };

@@ -1,3 +1,4 @@
+import { deviceRoutes } from './devices';
 import { accountSchema } from './schemas';
 import type { RouteDef } from './types';
 
@@ -16,4 +17,5 @@ export const routes: RouteDef[] = [
     target: { local: 'account' },
     responses: { 200: { description: 'The account', schema: accountSchema } },
   },
+  ...deviceRoutes,
 ];
