@@ -1,0 +1,87 @@
+'use strict';
+// Child processes of a benchmark: the bare express baseline, and reading a process's memory.
+const { fork } = require('node:child_process');
+const fs = require('node:fs');
+const path = require('node:path');
+
+/** Resident set size of a live process in bytes, from /proc/<pid>/status (VmRSS, and VmHWM = peak). */
+function memoryOf(pid) {
+  const status = fs.readFileSync(`/proc/${pid}/status`, 'utf8');
+  const kb = (field) => {
+    const match = new RegExp(`^${field}:\\s+(\\d+) kB`, 'm').exec(status);
+    return match ? Number(match[1]) * 1024 : null;
+  };
+  return { rss: kb('VmRSS'), peakRss: kb('VmHWM') };
+}
+
+const CLOCK_TICKS_PER_S = (() => {
+  try {
+    return Number(require('node:child_process').execFileSync('getconf', ['CLK_TCK'], { encoding: 'utf8' }).trim()) || 100;
+  } catch {
+    return 100;
+  }
+})();
+
+/** CPU time (user + system, all threads) a live process has used so far, in ms, from /proc/<pid>/stat. */
+function cpuTimeMs(pid) {
+  const stat = fs.readFileSync(`/proc/${pid}/stat`, 'utf8');
+  // Fields after the command name (which may hold spaces) start at state; utime, stime are 14th, 15th overall.
+  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+  return ((Number(fields[11]) + Number(fields[12])) * 1000) / CLOCK_TICKS_PER_S;
+}
+
+/** Busy CPU time of the whole machine so far (all cores, everything but idle and iowait), in ms, from /proc/stat. */
+function machineBusyMs() {
+  const [, ...ticks] = fs.readFileSync('/proc/stat', 'utf8').split('\n', 1)[0].trim().split(/\s+/);
+  const [user, nice, system, , , irq, softirq, steal] = ticks.map(Number);
+  return ((user + nice + system + irq + softirq + steal) * 1000) / CLOCK_TICKS_PER_S;
+}
+
+/** CPU time of this process (the load generator), in ms. */
+function ownCpuTimeMs() {
+  const { user, system } = process.cpuUsage();
+  return (user + system) / 1000;
+}
+
+/**
+ * Starts bench/bare-express.js serving `body` at GET /v1/account. Resolves with
+ * { url, pid, stop }. The child gets the same Node and no NODE_OPTIONS but `nodeOptions`.
+ */
+function startBareExpress(body, { logFile, nodeOptions } = {}) {
+  const env = { ...process.env, BENCH_BODY: JSON.stringify(body) };
+  delete env.NODE_OPTIONS;
+  if (nodeOptions) env.NODE_OPTIONS = nodeOptions;
+  const out = logFile ? fs.openSync(logFile, 'a') : 'ignore';
+  const child = fork(path.join(__dirname, '..', 'bare-express.js'), [], { env, stdio: ['ignore', out, out, 'ipc'] });
+  if (typeof out === 'number') fs.closeSync(out);
+  return new Promise((resolve, reject) => {
+    const timer = setTimeout(() => {
+      child.kill('SIGKILL');
+      reject(new Error('bare express baseline did not start within 10 s'));
+    }, 10_000);
+    child.once('exit', (code, signal) => {
+      clearTimeout(timer);
+      reject(new Error(`bare express baseline exited early (code ${code}, signal ${signal})`));
+    });
+    child.once('message', ({ port }) => {
+      clearTimeout(timer);
+      child.removeAllListeners('exit');
+      resolve({
+        url: `http://127.0.0.1:${port}`,
+        pid: child.pid,
+        stop: () =>
+          new Promise((done) => {
+            if (child.exitCode !== null || child.signalCode !== null) return done();
+            const kill = setTimeout(() => child.kill('SIGKILL'), 5_000);
+            child.once('exit', () => {
+              clearTimeout(kill);
+              done();
+            });
+            child.kill('SIGTERM');
+          }),
+      });
+    });
+  });
+}
+
+module.exports = { memoryOf, cpuTimeMs, ownCpuTimeMs, machineBusyMs, startBareExpress };
