@@ -18,6 +18,7 @@ const USAGE = `fleet-sim: simulated lights and meters for a running fleet (devic
 
 run options:
   --speed X              simulated seconds per real second (default 1)
+  --start-at ISO         simulated clock starts here (default now); e.g. a day ago with --speed 60
   --topic-root R         topic root (default the product)
   --concurrency N        connects in flight (default 100)       --connect-rate N  connects per second (default unlimited)
   --status-every S       seconds between status lines (default 5)
@@ -42,6 +43,7 @@ const options = {
   'root-secret': { type: 'string' },
   'password-file': { type: 'string' },
   speed: { type: 'string' },
+  'start-at': { type: 'string' },
   'topic-root': { type: 'string' },
   concurrency: { type: 'string' },
   'connect-rate': { type: 'string' },
@@ -187,7 +189,9 @@ async function run(values: Values): Promise<void> {
   const deviceIds = ids(values, fileCreds ? [...fileCreds.keys()] : undefined);
   const perDeviceSensors = num(values, 'sensors', 0) ?? 0;
   const sensorPeriod = num(values, 'sensor-period', 60);
-  const clock = new SimClock({ speed: num(values, 'speed', 1) });
+  const origin = values['start-at'] !== undefined ? Date.parse(values['start-at']) : undefined;
+  if (origin !== undefined && Number.isNaN(origin)) throw new UsageError('--start-at must be a date-time, e.g. 2026-11-21T00:00:00Z');
+  const clock = new SimClock({ speed: num(values, 'speed', 1), origin });
   clock.ref();
   const pool = new DevicePool({
     brokerUrl: values.broker,
@@ -236,7 +240,9 @@ async function run(values: Values): Promise<void> {
   process.on('SIGINT', () => void shutdown('SIGINT'));
   process.on('SIGTERM', () => void shutdown('SIGTERM'));
 
-  console.log(`[fleet-sim] starting ${deviceIds.length} ${prod} devices (${deviceIds[0]}..${deviceIds[deviceIds.length - 1]}) on ${values.broker} at speed ${clock.speed}`);
+  console.log(
+    `[fleet-sim] starting ${deviceIds.length} ${prod} devices (${deviceIds[0]}..${deviceIds[deviceIds.length - 1]}) on ${values.broker} at speed ${clock.speed}, simulated clock from ${new Date(clock.origin).toISOString()}`,
+  );
   const result = await pool.start();
   console.log(`[fleet-sim] connected ${result.connected}/${deviceIds.length} in ${(result.elapsedMs / 1000).toFixed(1)}s; ${result.failed} failed${result.errors.length ? ` (e.g. ${result.errors[0]})` : ''}`);
   status('running');

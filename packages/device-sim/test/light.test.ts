@@ -179,6 +179,15 @@ describe('SimulatedLight', () => {
     expect(s.sent).toEqual([]);
   });
 
+  it('sends log> lines when asked, and acknowledges immediate settings with applied', async () => {
+    const d = light({ logLines: true, immediateKeys: ['volume'] });
+    await d.start();
+    await probe.waitFor((m) => m.topic === `${d.base}/sys/resp` && m.text === `log>boot fw=${d.fwVersion} reason=power_on`);
+    expect(await exe(d, 'set>volume=9')).toBe('set>volume=9>applied');
+    expect(d.activeSettings.volume).toBe(9);
+    expect(d.pendingSettings).toEqual({});
+  });
+
   it('forgets its credentials on factory_reset and cannot start again', async () => {
     const d = light();
     await d.start();
