@@ -1,9 +1,9 @@
-// `npm start`: runs the whole fleet on this machine's NATS, Postgres, Redis and MQTT broker.
+// `npm start`: runs the whole fleet on this machine's NATS, Postgres and Redis, with its own
+// Mosquitto (dynamic-security plugin) on MQTT_PORT (default 1884; data in .fleet/mosquitto).
 const path = require('node:path');
 const { startFleet } = require('./lib/fleet');
 
 async function main() {
-  const mqttUrl = process.env.MQTT_PUBLIC_URL ?? process.env.MQTT_URL ?? 'mqtt://127.0.0.1:1883';
   const logDir = path.resolve(__dirname, '..', '.fleet', 'logs');
   let fleet;
   const shutdown = async (code) => {
@@ -12,6 +12,8 @@ async function main() {
   };
   fleet = await startFleet({
     logDir,
+    mqttPort: Number(process.env.MQTT_PORT ?? 1884),
+    mqttDataDir: path.resolve(__dirname, '..', '.fleet', 'mosquitto'),
     onUnexpectedExit: (name, code, signal) => {
       console.error(`${name} exited unexpectedly (${signal ?? `code ${code}`}); stopping the fleet. Logs: ${logDir}`);
       void shutdown(1);
@@ -22,7 +24,7 @@ async function main() {
   const names = fleet.services.map((s) => s.name).join(', ');
   console.log(`services: ${names} (logs in ${logDir})`);
   console.log('get a key: npm run -s admin -- partner create --name "Acme" --permissions all  then  npm run -s admin -- key issue --partner <id>');
-  console.log(`ready: gateway=${fleet.gatewayUrl} mqtt=${mqttUrl}`);
+  console.log(`ready: gateway=${fleet.gatewayUrl} mqtt=${process.env.MQTT_PUBLIC_URL ?? fleet.mqttUrl}`);
 }
 
 main().catch((err) => {

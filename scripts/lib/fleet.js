@@ -1,10 +1,12 @@
-// Starts the fleet's services as child processes against the local NATS, Postgres, Redis and
-// MQTT broker, waits until every one reports ready, and stops them all together. Used by
-// `npm start` and by the end-to-end tests.
+// Starts the fleet's services as child processes against the local NATS, Postgres and Redis,
+// plus a Mosquitto broker with the dynamic-security plugin of its own (scripts/lib/mosquitto.js),
+// waits until every one reports ready, and stops them all together. Used by `npm start` and
+// by the end-to-end tests.
 const { spawn } = require('node:child_process');
 const fs = require('node:fs');
 const net = require('node:net');
 const path = require('node:path');
+const { startDynsecBroker, loadOrCreateAdminPassword } = require('./mosquitto');
 
 const ROOT = path.resolve(__dirname, '../..');
 
@@ -49,7 +51,13 @@ async function waitReady(url, child, timeoutMs) {
 
 /**
  * options: { env: extra env for every service, databasePrefix: 'fleet_', gatewayPort,
- *   logDir, readyTimeoutMs, services: names to start (default: all built) }
+ *   logDir, readyTimeoutMs, services: names to start (default: all built),
+ *   mqttPort: the broker's port (0 or missing: a free one), dataDir: the run's own directory
+ *   (default .fleet), mqttDataDir: the broker's config, plugin file, admin password (mode
+ *   0600, generated on first start), persistence and log (default <dataDir>/mosquitto),
+ *   mqttAdminUsername (default fleet-admin) }
+ * Every service gets MQTT_URL, MQTT_ADMIN_USERNAME and MQTT_ADMIN_PASSWORD of that broker.
+ * Resolves to { gatewayUrl, mqttUrl, services, stop }.
  */
 async function startFleet(options = {}) {
   const env = { ...process.env, ...(options.env ?? {}) };
@@ -61,9 +69,15 @@ async function startFleet(options = {}) {
   const gatewayPort = options.gatewayPort ?? Number(env.GATEWAY_PORT ?? 8080);
   const children = [];
   let stopping = false;
+  let broker;
 
   const stop = async () => {
     stopping = true;
+    await stopServices();
+    if (broker) await broker.stop();
+  };
+
+  const stopServices = async () => {
     await Promise.all(
       children.map(
         ({ child }) =>
@@ -81,6 +95,14 @@ async function startFleet(options = {}) {
   };
 
   try {
+    const mqttDataDir = options.mqttDataDir ?? path.join(options.dataDir ?? path.join(ROOT, '.fleet'), 'mosquitto');
+    broker = await startDynsecBroker({
+      port: options.mqttPort || (await freePort()),
+      dataDir: mqttDataDir,
+      adminUsername: options.mqttAdminUsername ?? 'fleet-admin',
+      adminPassword: loadOrCreateAdminPassword(mqttDataDir),
+    });
+    Object.assign(env, { MQTT_URL: broker.url, MQTT_ADMIN_USERNAME: broker.adminUsername, MQTT_ADMIN_PASSWORD: broker.adminPassword });
     for (const name of names) {
       const healthPort = await freePort();
       const serviceEnv = {
@@ -109,6 +131,7 @@ async function startFleet(options = {}) {
   }
   return {
     gatewayUrl: `http://127.0.0.1:${gatewayPort}`,
+    mqttUrl: broker.url,
     services: children.map(({ name, child, healthPort }) => ({ name, pid: child.pid, healthPort })),
     stop,
   };

@@ -1,0 +1,179 @@
+// Runs a Mosquitto 2.0 broker with the dynamic-security plugin as a child process: for the
+// fleet launcher (`npm start`, end-to-end tests) and for tests that need broker credentials
+// and ACLs. The machine's default broker (1883) is anonymous and has no plugin.
+//
+// Who may do what is decided only by the plugin. On first start the plugin file is created
+// with `mosquitto_ctrl dynsec init` (admin client with the `admin` role: $CONTROL/dynamic-security/#,
+// read $SYS/#). Before every start this module also makes sure the admin client holds the role
+// `fleet-bridge`, which is what mqtt-bridge needs beyond the dynsec API: publish to device
+// topics (`#`), and subscribe/unsubscribe to shared subscriptions, whose ACL is checked
+// against the literal `$share/...` topic in Mosquitto 2.0.11. So mqtt-bridge uses one set of
+// credentials (MQTT_ADMIN_USERNAME / MQTT_ADMIN_PASSWORD) for both its connections; it also
+// ensures the same role itself on start, so a broker initialised elsewhere works too.
+const { spawn, execFileSync } = require('node:child_process');
+const crypto = require('node:crypto');
+const fs = require('node:fs');
+const net = require('node:net');
+const path = require('node:path');
+
+const MOSQUITTO = process.env.MOSQUITTO_BIN ?? '/usr/sbin/mosquitto';
+const MOSQUITTO_CTRL = process.env.MOSQUITTO_CTRL_BIN ?? 'mosquitto_ctrl';
+const DYNSEC_PLUGIN = process.env.MOSQUITTO_DYNSEC_PLUGIN ?? '/usr/lib/x86_64-linux-gnu/mosquitto_dynamic_security.so';
+
+const BRIDGE_ROLE = 'fleet-bridge';
+/** ACLs of the bridge role (kept equal to what services/mqtt-bridge ensures on start). */
+const BRIDGE_ACLS = [
+  { acltype: 'publishClientSend', topic: '#', allow: true },
+  { acltype: 'publishClientReceive', topic: '#', allow: true },
+  { acltype: 'subscribePattern', topic: '#', allow: true },
+  { acltype: 'unsubscribePattern', topic: '#', allow: true },
+  { acltype: 'subscribePattern', topic: '$share/#', allow: true },
+  { acltype: 'unsubscribePattern', topic: '$share/#', allow: true },
+];
+
+function dynsecFile(dataDir) {
+  return path.join(dataDir, 'dynamic-security.json');
+}
+
+/**
+ * The admin password kept in `<dataDir>/admin-password` (mode 0600), generated on first use.
+ * When the password file is missing but a plugin file exists, the plugin file is from an
+ * unknown password and is removed, so the broker starts over with the new one.
+ */
+function loadOrCreateAdminPassword(dataDir) {
+  fs.mkdirSync(dataDir, { recursive: true });
+  const file = path.join(dataDir, 'admin-password');
+  if (fs.existsSync(file)) return fs.readFileSync(file, 'utf8').trim();
+  const password = crypto.randomBytes(18).toString('base64url');
+  fs.rmSync(dynsecFile(dataDir), { force: true });
+  fs.writeFileSync(file, `${password}\n`, { mode: 0o600 });
+  return password;
+}
+
+/** Adds the bridge role to the plugin file and gives it to the admin client (broker stopped). */
+function ensureBridgeRole(file, adminUsername) {
+  const config = JSON.parse(fs.readFileSync(file, 'utf8'));
+  config.roles ??= [];
+  config.clients ??= [];
+  let role = config.roles.find((r) => r.rolename === BRIDGE_ROLE);
+  if (!role) {
+    role = { rolename: BRIDGE_ROLE, acls: [] };
+    config.roles.push(role);
+  }
+  for (const acl of BRIDGE_ACLS) {
+    if (!role.acls.some((a) => a.acltype === acl.acltype && a.topic === acl.topic)) role.acls.push({ ...acl });
+  }
+  const admin = config.clients.find((c) => c.username === adminUsername);
+  if (!admin) throw new Error(`${file} has no client ${adminUsername}`);
+  admin.roles ??= [];
+  if (!admin.roles.some((r) => r.rolename === BRIDGE_ROLE)) admin.roles.push({ rolename: BRIDGE_ROLE });
+  fs.writeFileSync(file, JSON.stringify(config, null, '\t'), { mode: 0o600 });
+  fs.chmodSync(file, 0o600);
+}
+
+function writeConfig(dataDir, port) {
+  const lines = [
+    '# Written by scripts/lib/mosquitto.js; rewritten on every start.',
+    'per_listener_settings false',
+    'allow_anonymous false',
+    `listener ${port} 127.0.0.1`,
+    `plugin ${DYNSEC_PLUGIN}`,
+    `plugin_opt_config_file ${dynsecFile(dataDir)}`,
+    'persistence true',
+    `persistence_location ${dataDir}${path.sep}`,
+    // The bridge's persistent session absorbs bursts from every device: the default queue
+    // of 1000 messages per client would drop QoS 1 device traffic under load.
+    'max_queued_messages 100000',
+    'max_inflight_messages 1000',
+    'log_dest stderr',
+    'log_type error',
+    'log_type warning',
+    'log_type notice',
+    'log_type information',
+    'connection_messages true',
+    'log_timestamp_format %Y-%m-%dT%H:%M:%S',
+  ];
+  // Started as root, Mosquitto would drop to the `mosquitto` user, which cannot write a
+  // data directory owned by the caller (the plugin rewrites its file on every change).
+  if (typeof process.getuid === 'function' && process.getuid() === 0) lines.push('user root');
+  const conf = path.join(dataDir, 'mosquitto.conf');
+  fs.writeFileSync(conf, `${lines.join('\n')}\n`);
+  return conf;
+}
+
+function portAccepts(port) {
+  return new Promise((resolve) => {
+    const socket = net.connect({ port, host: '127.0.0.1' });
+    socket.once('connect', () => {
+      socket.destroy();
+      resolve(true);
+    });
+    socket.once('error', () => resolve(false));
+  });
+}
+
+function freePort() {
+  return new Promise((resolve, reject) => {
+    const server = net.createServer();
+    server.once('error', reject);
+    server.listen(0, '127.0.0.1', () => {
+      const { port } = server.address();
+      server.close(() => resolve(port));
+    });
+  });
+}
+
+/**
+ * Starts Mosquitto with the dynamic-security plugin on 127.0.0.1:<port> (a free port when
+ * port is 0 or missing), keeping its config, plugin file, persistence and log in dataDir.
+ * Resolves once the port accepts connections.
+ * options: { port, dataDir, adminUsername = 'fleet-admin', adminPassword (default: kept in
+ *   dataDir/admin-password), readyTimeoutMs = 10000 }
+ */
+async function startDynsecBroker(options) {
+  const dataDir = path.resolve(options.dataDir);
+  fs.mkdirSync(dataDir, { recursive: true });
+  const adminUsername = options.adminUsername ?? 'fleet-admin';
+  const adminPassword = options.adminPassword ?? loadOrCreateAdminPassword(dataDir);
+  const port = options.port || (await freePort());
+  const file = dynsecFile(dataDir);
+  if (!fs.existsSync(file)) {
+    execFileSync(MOSQUITTO_CTRL, ['dynsec', 'init', file, adminUsername, adminPassword], { stdio: 'ignore' });
+  }
+  ensureBridgeRole(file, adminUsername);
+  const conf = writeConfig(dataDir, port);
+  const logFile = path.join(dataDir, 'mosquitto.log');
+  const log = fs.openSync(logFile, 'a');
+  const child = spawn(MOSQUITTO, ['-c', conf], { stdio: ['ignore', log, log] });
+  fs.closeSync(log);
+  let exited = false;
+  const exitPromise = new Promise((resolve) => child.once('exit', () => {
+    exited = true;
+    resolve();
+  }));
+  child.once('error', () => {
+    exited = true;
+  });
+
+  const stop = async () => {
+    if (exited) return;
+    const timer = setTimeout(() => child.kill('SIGKILL'), 5000);
+    child.kill('SIGTERM');
+    await exitPromise;
+    clearTimeout(timer);
+  };
+
+  const deadline = Date.now() + (options.readyTimeoutMs ?? 10_000);
+  for (;;) {
+    if (exited) throw new Error(`mosquitto exited during start; see ${logFile}`);
+    if (await portAccepts(port)) break;
+    if (Date.now() > deadline) {
+      await stop();
+      throw new Error(`mosquitto did not listen on ${port}; see ${logFile}`);
+    }
+    await new Promise((r) => setTimeout(r, 50));
+  }
+  return { url: `mqtt://127.0.0.1:${port}`, port, adminUsername, adminPassword, pid: child.pid, dataDir, logFile, stop };
+}
+
+module.exports = { startDynsecBroker, loadOrCreateAdminPassword, BRIDGE_ROLE, BRIDGE_ACLS };

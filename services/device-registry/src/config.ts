@@ -1,0 +1,77 @@
+import fs from 'node:fs';
+import path from 'node:path';
+import { randomBytes } from 'node:crypto';
+import { baseConfigSchema, loadConfig, z } from '@fleet/service-kit';
+
+const schema = baseConfigSchema.extend({
+  HEALTH_PORT: z.coerce.number().int().min(0).max(65535).default(9101),
+  DATABASE_URL: z.string().default('postgresql://postgres@127.0.0.1:5432/fleet_device_registry'),
+  NODE_ENV: z.string().optional(),
+  /** base64 of 32 bytes: encrypts each device's settings key at rest. Required in production. */
+  SETTINGS_KEY_ENCRYPTION_KEY: z.string().optional(),
+  /** Outside production, where a generated key is kept when SETTINGS_KEY_ENCRYPTION_KEY is unset. */
+  SETTINGS_KEY_FILE: z.string().optional(),
+  /** How long a request to the bridge may take; below the gateway's bus timeout so a 503 is ours to give. */
+  BRIDGE_REQUEST_TIMEOUT_MS: z.coerce.number().int().positive().default(2000),
+  CONNECTIVITY_STREAM: z.string().default('DEVICE_EVENTS'),
+  CONNECTIVITY_SUBJECT: z.string().default('evt.bridge.connectivity.batch'),
+  CONNECTIVITY_CONSUMER: z.string().default('registry-connectivity'),
+  /** About 25 minutes without any report from a device disconnects it. */
+  CONNECTIVITY_SILENCE_SECONDS: z.coerce.number().positive().default(1500),
+  CONNECTIVITY_SWEEP_INTERVAL_SECONDS: z.coerce.number().positive().default(60),
+  TELEMETRY_STREAM: z.string().default('DEVICE_IN'),
+  TELEMETRY_FILTER: z.string().default('dev.in.*.*.tele.>'),
+  TELEMETRY_CONSUMER: z.string().default('registry-telemetry'),
+  TELEMETRY_RETENTION_DAYS: z.coerce.number().positive().default(30),
+  TELEMETRY_RETENTION_INTERVAL_SECONDS: z.coerce.number().positive().default(3600),
+});
+
+export type RegistryConfig = z.infer<typeof schema>;
+
+/** The settings key-encryption key, decoded; throws when it is not 32 bytes of base64. */
+export function decodeKek(value: string): Buffer {
+  const key = Buffer.from(value, 'base64');
+  if (key.length !== 32 || key.toString('base64').replace(/=+$/, '') !== value.trim().replace(/=+$/, '')) {
+    throw new Error('invalid configuration: SETTINGS_KEY_ENCRYPTION_KEY must be the base64 of 32 bytes');
+  }
+  return key;
+}
+
+/** The repository's `.fleet/` folder (local, never committed). */
+const LOCAL_STATE_DIR = path.resolve(__dirname, '../../../.fleet');
+
+/**
+ * The key that encrypts settings keys at rest. In production it must come from
+ * SETTINGS_KEY_ENCRYPTION_KEY (the service refuses to start without it). For local development
+ * and tests, when unset, a random key is generated once and kept in `.fleet/` with mode 0600,
+ * so every run on this machine can read what earlier runs stored.
+ */
+export function settingsKek(config: RegistryConfig): Buffer {
+  if (config.SETTINGS_KEY_ENCRYPTION_KEY) return decodeKek(config.SETTINGS_KEY_ENCRYPTION_KEY);
+  if (config.NODE_ENV === 'production') {
+    throw new Error('invalid configuration: SETTINGS_KEY_ENCRYPTION_KEY is required in production');
+  }
+  const file = config.SETTINGS_KEY_FILE ?? path.join(LOCAL_STATE_DIR, 'device-registry-settings-kek');
+  try {
+    return decodeKek(fs.readFileSync(file, 'utf8').trim());
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw err;
+  }
+  fs.mkdirSync(path.dirname(file), { recursive: true, mode: 0o700 });
+  // Written aside then linked into place: a reader never sees a half-written key, and when
+  // two processes race the first link wins and both use that key.
+  const temp = `${file}.${process.pid}.${randomBytes(4).toString('hex')}`;
+  fs.writeFileSync(temp, `${randomBytes(32).toString('base64')}\n`, { mode: 0o600 });
+  try {
+    fs.linkSync(temp, file);
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw err;
+  } finally {
+    fs.unlinkSync(temp);
+  }
+  return decodeKek(fs.readFileSync(file, 'utf8').trim());
+}
+
+export function readRegistryConfig(env: Record<string, string | undefined> = process.env): RegistryConfig {
+  return loadConfig(schema, env);
+}

@@ -1,0 +1,275 @@
+import type { Principal, RequestEnvelope } from '@fleet/contracts';
+import {
+  ConflictError,
+  NotFoundError,
+  ServiceUnavailableError,
+  ValidationError,
+  type Bus,
+  type HandlerResult,
+  type Logger,
+} from '@fleet/service-kit';
+import type { BrokerCredentials } from '../bridge-client';
+import {
+  decryptSettingsKey,
+  deriveBrokerPassword,
+  deriveSettingsKey,
+  encryptSettingsKey,
+  generateRootSecret,
+  sealSetting,
+} from '../domain/crypto';
+import {
+  deviceSummary,
+  deviceView,
+  HEALTH_HOURS_DEFAULT,
+  HEALTH_HOURS_MAX,
+  HEALTH_LIMIT_DEFAULT,
+  HEALTH_LIMIT_MAX,
+  type DeviceRecord,
+} from '../domain/device-view';
+import { isDeviceId, isProduct, NAME_MAX, nameLength } from '../domain/products';
+import { CREDENTIAL_FORMAT, parseProvisionBody, placeDevice } from '../domain/provision';
+import { orgForest, resolveMoveTarget, scopeOf, subtreeIds } from '../domain/scope';
+import {
+  deleteDevice,
+  findDevice,
+  findDeviceInScope,
+  insertDevice,
+  listDevicesInScope,
+  lockDeviceId,
+  moveDevice,
+  renameDevice,
+  setAutomation,
+} from '../store/devices';
+import { allOrgNodes, orgNodesNamed } from '../store/orgs';
+import type { RegistryDb } from '../store/prisma';
+import { recentTelemetry } from '../store/telemetry';
+
+export interface RegistryDeps {
+  db: RegistryDb;
+  bus: Bus;
+  broker: BrokerCredentials;
+  /** Encrypts settings keys at rest. */
+  kek: Buffer;
+  logger: Logger;
+  now?: () => Date;
+}
+
+/** Every request subject the registry serves (queue group device-registry). */
+export const REGISTRY_SUBJECTS = [
+  'registry.scope.resolve',
+  'registry.device.list',
+  'registry.device.get',
+  'registry.device.provision',
+  'registry.device.remove',
+  'registry.device.health',
+  'registry.device.rename',
+  'registry.device.move',
+  'registry.device.automation',
+  'registry.org.tree',
+  'registry.settings.seal',
+] as const;
+export type RegistrySubject = (typeof REGISTRY_SUBJECTS)[number];
+
+type Handler = (req: RequestEnvelope) => Promise<HandlerResult>;
+
+const bodyOf = (req: RequestEnvelope): Record<string, unknown> => (req.body ?? {}) as Record<string, unknown>;
+const queryOf = (req: RequestEnvelope): Record<string, unknown> => req.query as Record<string, unknown>;
+
+/** The device the request names: the resolved summary's id, else the path parameter. */
+function deviceIdOf(req: RequestEnvelope): string {
+  const id = req.device?.device_id ?? req.params.device_id;
+  if (!isDeviceId(id)) throw new NotFoundError('Device not found.');
+  return id;
+}
+
+function integerParam(value: unknown, name: string, min: number, max: number, fallback: number): number {
+  if (value === undefined) return fallback;
+  const n = typeof value === 'string' && /^-?\d+$/.test(value) ? Number(value) : value;
+  if (typeof n !== 'number' || !Number.isInteger(n) || n < min || n > max) {
+    throw new ValidationError(`invalid '${name}': must be a whole number from ${min} to ${max}`);
+  }
+  return n;
+}
+
+export function registryHandlers(deps: RegistryDeps): Record<RegistrySubject, Handler> {
+  const { db, bus, broker, kek } = deps;
+  const now = deps.now ?? (() => new Date());
+
+  const deviceChanged = (deviceId: string, change: 'provisioned' | 'updated' | 'moved' | 'removed'): void => {
+    bus.publish('evt.registry.device.changed', { device_id: deviceId, change, at: now().toISOString() });
+  };
+
+  /** The named device within the caller's scope, read afresh (the envelope's summary may be cached). */
+  async function inScope(req: RequestEnvelope): Promise<DeviceRecord> {
+    const device = await findDeviceInScope(db, deviceIdOf(req), scopeOf(req.principal));
+    if (!device) throw new NotFoundError('Device not found.');
+    return device;
+  }
+
+  return {
+    'registry.scope.resolve': async (req) => {
+      const id = req.params.device_id;
+      if (!isDeviceId(id)) throw new NotFoundError('Device not found.');
+      const device = await findDeviceInScope(db, id, scopeOf(req.principal));
+      if (!device) throw new NotFoundError('Device not found.');
+      return { body: deviceSummary(device) };
+    },
+
+    'registry.device.list': async (req) => {
+      const product = queryOf(req).product;
+      if (product !== undefined && !isProduct(product)) throw new ValidationError("invalid 'product': must be 'light' or 'meter'");
+      const devices = await listDevicesInScope(db, scopeOf(req.principal), product ?? null);
+      return { body: { devices: devices.map((d) => deviceView(d, req.principal)) } };
+    },
+
+    'registry.device.get': async (req) => ({ body: deviceView(await inScope(req), req.principal) }),
+
+    'registry.device.provision': async (req) => {
+      const principal = req.principal as Principal | undefined;
+      const request = parseProvisionBody(req.params.device_id ?? '', req.body as Record<string, unknown> | undefined);
+      const scope = scopeOf(principal);
+
+      let candidates = request.org === undefined ? [] : await orgNodesNamed(db, request.org);
+      if (!scope.all && candidates.length > 0) {
+        const visible = subtreeIds(await allOrgNodes(db), scope.grants);
+        candidates = candidates.filter((c) => visible.has(c.id));
+      }
+      const orgNodeId = placeDevice(request.org, scope.all, candidates);
+
+      const rootSecret = request.source === 'generate' ? generateRootSecret() : request.rootSecret;
+      const brokerPassword = rootSecret !== undefined ? deriveBrokerPassword(rootSecret, request.deviceId, request.product) : (request.mqttPassword as string);
+      const settingsKeyCiphertext =
+        rootSecret !== undefined ? encryptSettingsKey(kek, request.deviceId, deriveSettingsKey(rootSecret, request.deviceId, request.product)) : null;
+
+      let brokerChanged = false;
+      try {
+        await db.$transaction(
+          async (tx) => {
+            await lockDeviceId(tx, request.deviceId);
+            if (await tx.device.findUnique({ where: { deviceId: request.deviceId }, select: { deviceId: true } })) {
+              throw new ConflictError(`Device id ${request.deviceId} is already in use.`, 'conflict');
+            }
+            // The broker credential and ACL first: the record is committed only once the broker has them.
+            await broker.upsert(req.request_id, { device_id: request.deviceId, product: request.product, password: brokerPassword });
+            brokerChanged = true;
+            await insertDevice(tx, {
+              deviceId: request.deviceId,
+              product: request.product,
+              name: request.name ?? null,
+              orgNodeId,
+              credentialSource: request.source,
+              settingsKeyCiphertext,
+            });
+          },
+          { timeout: 15_000, maxWait: 5_000 },
+        );
+      } catch (err) {
+        if (brokerChanged) {
+          // The commit failed after the broker took the credential: take it back so nothing persists.
+          deps.logger.error({ err, device_id: request.deviceId }, 'provisioning commit failed; removing the broker credential');
+          await broker.remove(req.request_id, request.deviceId).catch((e: unknown) => deps.logger.error({ err: e }, 'could not remove the broker credential'));
+          throw new ServiceUnavailableError('Provisioning could not be completed; nothing was stored. Retry shortly.');
+        }
+        throw err;
+      }
+      deviceChanged(request.deviceId, 'provisioned');
+
+      const body: Record<string, unknown> = { device_id: request.deviceId, credential_format: CREDENTIAL_FORMAT, product: request.product };
+      if (request.source === 'generate') body.password = rootSecret;
+      if (request.name !== undefined) body.name = request.name;
+      if (request.org !== undefined) body.org = request.org;
+      return { status: 201, headers: { Location: `/v1/devices/${request.deviceId}` }, body };
+    },
+
+    'registry.device.remove': async (req) => {
+      const device = await inScope(req);
+      const confirm = bodyOf(req).confirm ?? queryOf(req).confirm;
+      if (confirm !== device.deviceId) {
+        throw new ConflictError('Removal needs `confirm` equal to the device id.', 'confirmation_required');
+      }
+      // Cut the broker credential first (it disconnects the device); if that fails the record stays.
+      await broker.remove(req.request_id, device.deviceId);
+      await deleteDevice(db, device.deviceId);
+      deviceChanged(device.deviceId, 'removed');
+      return { status: 204 };
+    },
+
+    'registry.device.health': async (req) => {
+      const device = await inScope(req);
+      const q = queryOf(req);
+      const hours = integerParam(q.hours, 'hours', 1, HEALTH_HOURS_MAX, HEALTH_HOURS_DEFAULT);
+      const limit = integerParam(q.limit, 'limit', 1, HEALTH_LIMIT_MAX, HEALTH_LIMIT_DEFAULT);
+      const rows = await recentTelemetry(db, device.deviceId, new Date(now().getTime() - hours * 3_600_000), limit);
+      return {
+        body: {
+          device_id: device.deviceId,
+          status: device.status === 'connected' ? 'connected' : 'disconnected',
+          status_changed_at: device.statusChangedAt?.toISOString() ?? null,
+          last_seen_at: device.lastSeenAt?.toISOString() ?? null,
+          telemetry: rows.map((r) => ({ created_at: r.createdAt.toISOString(), topic: r.topic, payload: r.payload })),
+        },
+      };
+    },
+
+    'registry.device.rename': async (req) => {
+      const device = await inScope(req);
+      const name = bodyOf(req).name;
+      if (typeof name !== 'string' || nameLength(name) < 1 || nameLength(name) > NAME_MAX) {
+        throw new ValidationError(`invalid 'name': must be a string of 1 to ${NAME_MAX} characters`);
+      }
+      if (!(await renameDevice(db, device.deviceId, name))) throw new NotFoundError('Device not found.');
+      deviceChanged(device.deviceId, 'updated');
+      return { status: 204 };
+    },
+
+    'registry.device.move': async (req) => {
+      const device = await inScope(req);
+      const body = bodyOf(req);
+      if (!('org_node_id' in body)) throw new ValidationError("missing required field 'org_node_id'");
+      const target = body.org_node_id;
+      if (target !== null && !(typeof target === 'number' && Number.isInteger(target))) {
+        throw new ValidationError("invalid 'org_node_id': must be an integer or null");
+      }
+      const nodeId = resolveMoveTarget(await allOrgNodes(db), scopeOf(req.principal), target);
+      if (!(await moveDevice(db, device.deviceId, nodeId))) throw new NotFoundError('Device not found.');
+      deviceChanged(device.deviceId, 'moved');
+      return { status: 204 };
+    },
+
+    'registry.device.automation': async (req) => {
+      const device = await inScope(req);
+      if (device.product !== 'light') throw new NotFoundError('Device not found.');
+      const enabled = bodyOf(req).enabled;
+      if (typeof enabled !== 'boolean') throw new ValidationError("invalid 'enabled': must be a boolean");
+      if (!(await setAutomation(db, device.deviceId, enabled))) throw new NotFoundError('Device not found.');
+      deviceChanged(device.deviceId, 'updated');
+      return { body: { device_id: device.deviceId, automation_enabled: enabled } };
+    },
+
+    'registry.org.tree': async (req) => ({ body: { nodes: orgForest(await allOrgNodes(db), scopeOf(req.principal)) } }),
+
+    'registry.settings.seal': async (req) => {
+      const body = bodyOf(req);
+      const deviceId = body.device_id ?? req.device?.device_id;
+      const { key, value } = body;
+      if (!isDeviceId(deviceId)) throw new ValidationError("invalid 'device_id'");
+      if (typeof key !== 'string' || key.length === 0 || !/^[\x21-\x7E]+$/.test(key) || key.includes('|')) {
+        throw new ValidationError("invalid 'key'");
+      }
+      if (typeof value !== 'string') throw new ValidationError("invalid 'value': must be a string");
+      const device = await findDevice(db, deviceId);
+      if (!device) throw new NotFoundError('Device not found.');
+      if (!device.settingsKeyCiphertext) {
+        throw new ConflictError('The platform holds no encryption key for this device; the secret setting cannot be sent.', 'encryption_unavailable');
+      }
+      const settingsKey = decryptSettingsKey(kek, device.deviceId, device.settingsKeyCiphertext);
+      return { body: { value: sealSetting(settingsKey, device.deviceId, key, value) } };
+    },
+  };
+}
+
+/** Serves every registry subject on the bus. */
+export function serveRegistry(bus: Bus, deps: RegistryDeps): void {
+  const handlers = registryHandlers(deps);
+  for (const subject of REGISTRY_SUBJECTS) bus.serve(subject, (req) => handlers[subject](req));
+}

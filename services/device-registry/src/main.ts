@@ -1,0 +1,67 @@
+import { ensureDatabase, migrate } from '@fleet/db';
+import { ServiceRuntime } from '@fleet/service-kit';
+import { BridgeClient } from './bridge-client';
+import { readRegistryConfig, settingsKek } from './config';
+import { connectivityConsumer } from './handlers/connectivity-consumer';
+import { serveRegistry } from './handlers/registry';
+import { telemetryConsumer } from './handlers/telemetry-consumer';
+import { PeriodicJob } from './jobs/periodic';
+import { MIGRATIONS_DIR } from './migrations';
+import { disconnectSilent } from './store/connectivity';
+import { openRegistryDb } from './store/prisma';
+import { purgeTelemetry } from './store/telemetry';
+
+async function main(): Promise<void> {
+  const config = readRegistryConfig();
+  const kek = settingsKek(config);
+  const runtime = await ServiceRuntime.start({ service: 'device-registry', config });
+  const { logger, bus } = runtime;
+
+  await ensureDatabase(config.DATABASE_URL);
+  await migrate(config.DATABASE_URL, MIGRATIONS_DIR, { logger });
+  const db = openRegistryDb(config.DATABASE_URL);
+  runtime.onClose(() => db.$disconnect());
+
+  serveRegistry(bus, { db, bus, kek, broker: new BridgeClient(bus, config.BRIDGE_REQUEST_TIMEOUT_MS), logger: logger.child({ component: 'handlers' }) });
+
+  const connectivity = connectivityConsumer(
+    bus.connection,
+    db,
+    { stream: config.CONNECTIVITY_STREAM, durable: config.CONNECTIVITY_CONSUMER, subject: config.CONNECTIVITY_SUBJECT },
+    logger.child({ component: 'connectivity' }),
+  );
+  const telemetry = telemetryConsumer(
+    bus.connection,
+    db,
+    { stream: config.TELEMETRY_STREAM, durable: config.TELEMETRY_CONSUMER, filterSubject: config.TELEMETRY_FILTER },
+    logger.child({ component: 'telemetry' }),
+  );
+  const silence = new PeriodicJob(
+    'silence-sweep',
+    config.CONNECTIVITY_SWEEP_INTERVAL_SECONDS * 1000,
+    async () => {
+      const ids = await disconnectSilent(db, config.CONNECTIVITY_SILENCE_SECONDS);
+      if (ids.length > 0) logger.info({ count: ids.length }, 'disconnected silent devices');
+    },
+    logger,
+  );
+  const retention = new PeriodicJob(
+    'telemetry-retention',
+    config.TELEMETRY_RETENTION_INTERVAL_SECONDS * 1000,
+    async () => {
+      const removed = await purgeTelemetry(db, new Date(Date.now() - config.TELEMETRY_RETENTION_DAYS * 86_400_000));
+      if (removed > 0) logger.info({ removed }, 'telemetry past retention deleted');
+    },
+    logger,
+  );
+  for (const worker of [connectivity, telemetry, silence, retention]) {
+    worker.start();
+    runtime.onClose(() => worker.stop(), 'intake');
+  }
+  runtime.ready();
+}
+
+main().catch((err) => {
+  console.error('device-registry failed to start:', err);
+  process.exit(1);
+});
