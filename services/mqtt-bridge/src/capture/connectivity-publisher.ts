@@ -1,0 +1,73 @@
+import { JSONCodec, type JetStreamClient } from 'nats';
+import { checkEvent } from '@fleet/contracts';
+import type { Logger } from '@fleet/service-kit';
+import { chunk, ConnectivityAggregator, type ConnectivityEvent } from '../domain/connectivity';
+import type { Product } from '../domain/topics';
+
+const EVENT_SUBJECT = 'evt.bridge.connectivity.batch';
+const codec = JSONCodec<unknown>();
+
+export interface ConnectivityPublisherOptions {
+  js: JetStreamClient;
+  subjectPrefix: string;
+  stream: string;
+  flushMs: number;
+  maxEvents: number;
+  logger: Logger;
+}
+
+/**
+ * Collects presence from device traffic and publishes it to DEVICE_EVENTS as
+ * evt.bridge.connectivity.batch, every flushMs or as soon as maxEvents are waiting; each
+ * JetStream publish is awaited. A batch that could not be published is kept and sent first
+ * next time, so nothing is lost while NATS is away.
+ */
+export class ConnectivityPublisher {
+  private readonly aggregator = new ConnectivityAggregator();
+  private backlog: ConnectivityEvent[][] = [];
+  private timer?: NodeJS.Timeout;
+  private flushing?: Promise<void>;
+
+  constructor(private readonly options: ConnectivityPublisherOptions) {}
+
+  start(): void {
+    this.timer = setInterval(() => void this.flush(), this.options.flushMs);
+  }
+
+  record(deviceId: string, product: Product, receivedAt: number, offline: boolean): void {
+    this.aggregator.record(deviceId, product, receivedAt, offline);
+    if (this.aggregator.size >= this.options.maxEvents) void this.flush();
+  }
+
+  /** Publishes everything recorded so far; concurrent calls share one run. */
+  flush(): Promise<void> {
+    this.flushing ??= this.publishAll().finally(() => {
+      this.flushing = undefined;
+    });
+    return this.flushing;
+  }
+
+  private async publishAll(): Promise<void> {
+    // Batches from one window each, so a device has at most one `seen` per batch.
+    this.backlog.push(...chunk(this.aggregator.drain(), this.options.maxEvents));
+    while (this.backlog.length > 0) {
+      const batch = this.backlog[0] as ConnectivityEvent[];
+      const payload = checkEvent<{ events: ConnectivityEvent[] }>(EVENT_SUBJECT, { events: batch });
+      try {
+        await this.options.js.publish(`${this.options.subjectPrefix}${EVENT_SUBJECT}`, codec.encode(payload), { expect: { streamName: this.options.stream } });
+      } catch (err) {
+        this.options.logger.warn({ err: (err as Error).message, batches: this.backlog.length }, 'connectivity batch not published; will retry');
+        return;
+      }
+      this.backlog.shift();
+      if (this.backlog.length === 0) this.backlog.push(...chunk(this.aggregator.drain(), this.options.maxEvents));
+    }
+  }
+
+  /** Stops the schedule and publishes what is left. */
+  async stop(): Promise<void> {
+    if (this.timer) clearInterval(this.timer);
+    await this.flush();
+    if (this.aggregator.size > 0 || this.backlog.length > 0) await this.flush();
+  }
+}

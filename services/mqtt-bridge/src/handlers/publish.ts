@@ -1,0 +1,37 @@
+import type { BridgeMessagePublishBody } from '@fleet/contracts';
+import { ServiceUnavailableError, type RequestHandler } from '@fleet/service-kit';
+import type { ControlConnection } from '../broker/control';
+import type { DeviceInWriter } from '../capture/device-in';
+import { parseDeviceTopic, type TopicRoots } from '../domain/topics';
+import { bodyOf } from './credentials';
+
+/**
+ * bridge.message.publish: answers {topic, payload, sent_at} only once the broker took the
+ * message (PUBACK for QoS 1, PUBCOMP for QoS 2); 503 publish_failed otherwise. A message to a
+ * device topic is then captured into DEVICE_IN as dev.out.* (a capture failure is logged,
+ * since the device has the message already).
+ */
+export function publishHandler(control: ControlConnection, writer: DeviceInWriter, roots: TopicRoots): RequestHandler {
+  return async (request, { logger }) => {
+    const body = bodyOf<BridgeMessagePublishBody>('bridge/message-publish', request.body);
+    const payload = Buffer.from(body.payload, 'utf8');
+    try {
+      await control.publish(body.topic, payload, body.qos, body.retain);
+    } catch (err) {
+      logger.warn({ err: (err as Error).message, topic: body.topic }, 'publish failed');
+      throw new ServiceUnavailableError('The broker could not take the message.', 'publish_failed');
+    }
+    const sentAt = Date.now();
+    const device = parseDeviceTopic(body.topic, roots);
+    if (device) {
+      try {
+        await writer.write('out', { topic: body.topic, device, payload, qos: body.qos, retain: body.retain, at: sentAt });
+      } catch (err) {
+        logger.error({ err: (err as Error).message, topic: body.topic }, 'sent message not captured into DEVICE_IN');
+      }
+    } else {
+      logger.debug({ topic: body.topic }, 'not a device topic; not captured');
+    }
+    return { body: { topic: body.topic, payload: body.payload, sent_at: new Date(sentAt).toISOString() } };
+  };
+}
