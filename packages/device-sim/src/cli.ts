@@ -245,6 +245,11 @@ async function run(values: Values): Promise<void> {
   );
   const result = await pool.start();
   console.log(`[fleet-sim] connected ${result.connected}/${deviceIds.length} in ${(result.elapsedMs / 1000).toFixed(1)}s; ${result.failed} failed${result.errors.length ? ` (e.g. ${result.errors[0]})` : ''}`);
+  if (result.connected === 0 && deviceIds.length > 0) {
+    clearInterval(statusTimer);
+    await pool.stop();
+    throw new Error('no device could connect; are they provisioned with this root secret and product, and is the broker URL right?');
+  }
   status('running');
 }
 
