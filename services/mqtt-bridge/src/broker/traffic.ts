@@ -6,7 +6,7 @@ export interface TrafficOptions {
   clientId: string;
   username: string;
   password: string;
-  /** Shared subscriptions to hold (QoS 1, retain as published). */
+  /** Shared subscriptions to hold (QoS 1, retain as published, no retained replay). */
   subscriptions: string[];
   sessionExpirySeconds: number;
   receiveMaximum: number;
@@ -94,7 +94,9 @@ export class TrafficConnection {
   private async subscribe(): Promise<void> {
     try {
       const granted = await this.client.subscribeAsync(
-        Object.fromEntries(this.options.subscriptions.map((topic) => [topic, { qos: 1 as const, rap: true }])),
+        // rap: the Mqtt-Retain header tells what the device set; rh 2: Mosquitto would otherwise
+        // replay every retained device message to the group on each (re)subscribe.
+        Object.fromEntries(this.options.subscriptions.map((topic) => [topic, { qos: 1 as const, rap: true, rh: 2 }])),
       );
       const refused = granted.filter((g) => g.qos >= 128);
       if (refused.length > 0) {
