@@ -14,6 +14,8 @@ const CACHE_MAX_ENTRIES = 10_000;
  */
 export class Authenticator {
   private readonly cache = new Map<string, { entry: KeyWithPartner; expires: number }>();
+  /** One principal per cached entry, so per-principal work (e.g. the account body) is done once. */
+  private readonly principals = new WeakMap<KeyWithPartner, Principal>();
   /** Bumped on every change, so a lookup that raced a change is not cached. */
   private generation = 0;
 
@@ -33,19 +35,16 @@ export class Authenticator {
     const entry = await this.find(parsed.keyPrefix);
     if (!entry || entry.revokedAt || entry.partner.disabledAt) return null;
     if (!secretMatches(parsed.secret, entry.secretHash)) return null;
-    const { partner } = entry;
-    return {
-      partner_id: partner.id,
-      name: partner.name,
-      key_prefix: entry.keyPrefix,
-      permissions: partner.permissions,
-      org_grants: partner.orgGrants,
-      allowed_channels: partner.allowedChannels,
-      limits: { requests_per_min: partner.requestsPerMin, device_commands_per_min: partner.deviceCommandsPerMin },
-    };
+    let principal = this.principals.get(entry);
+    if (!principal) {
+      principal = toPrincipal(entry);
+      this.principals.set(entry, principal);
+    }
+    return principal;
   }
 
   private async find(keyPrefix: string): Promise<KeyWithPartner | null> {
+
     const now = Date.now();
     const hit = this.cache.get(keyPrefix);
     if (hit && hit.expires > now && this.cachingAllowed()) return hit.entry;
@@ -64,4 +63,17 @@ export function bearerToken(header: string | undefined): string | undefined {
   if (header === undefined) return undefined;
   const match = /^Bearer[ ]+(\S+)\s*$/i.exec(header);
   return match ? match[1] : '';
+}
+
+function toPrincipal(entry: KeyWithPartner): Principal {
+  const { partner } = entry;
+  return {
+    partner_id: partner.id,
+    name: partner.name,
+    key_prefix: entry.keyPrefix,
+    permissions: partner.permissions,
+    org_grants: partner.orgGrants,
+    allowed_channels: partner.allowedChannels,
+    limits: { requests_per_min: partner.requestsPerMin, device_commands_per_min: partner.deviceCommandsPerMin },
+  };
 }

@@ -1,8 +1,19 @@
 import type { Principal } from '@fleet/contracts';
 import { permissionMap } from '../domain/partner-settings';
 
-/** GET /v1/account: the calling partner as the spec's Account resource. */
+const bodies = new WeakMap<Principal, Record<string, unknown>>();
+
+/** GET /v1/account: the calling partner as the spec's Account resource (built once per principal). */
 export function accountBody(principal: Principal): Record<string, unknown> {
+  let body = bodies.get(principal);
+  if (!body) {
+    body = buildAccountBody(principal);
+    bodies.set(principal, body);
+  }
+  return body;
+}
+
+function buildAccountBody(principal: Principal): Record<string, unknown> {
   return {
     partner: {
       name: principal.name,

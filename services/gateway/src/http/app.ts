@@ -1,4 +1,4 @@
-import { randomBytes } from 'node:crypto';
+import { randomUUID } from 'node:crypto';
 import express, { type NextFunction, type Request, type Response } from 'express';
 import { ApiError, type Logger } from '@fleet/service-kit';
 import { docsRouter } from '../docs';
@@ -34,10 +34,11 @@ export function createApp(deps: PipelineDeps, options: AppOptions): express.Expr
 /** X-Request-Id and Cache-Control on every response; one access log line per request. */
 function conventions(logger: Logger) {
   return (req: Request, res: Response, next: NextFunction): void => {
-    const requestId = `req_${randomBytes(12).toString('base64url')}`;
+    const requestId = `req_${randomUUID().replace(/-/g, '')}`;
     res.locals.requestId = requestId;
     res.setHeader('X-Request-Id', requestId);
     res.setHeader('Cache-Control', 'no-store');
+    if (!logger.isLevelEnabled('info')) return next();
     const started = process.hrtime.bigint();
     res.on('finish', () => {
       const ms = Number(process.hrtime.bigint() - started) / 1e6;
