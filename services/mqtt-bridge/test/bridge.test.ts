@@ -70,6 +70,16 @@ describe('mqtt-bridge against a dynamic-security broker, NATS and JetStream', ()
     track(await connectDevice(broker.url, 'light', id, pw2));
   });
 
+  it('moves a device to another topic root when its product changes', async () => {
+    const id = randomDeviceId();
+    const pw = password();
+    await upsert(id, 'light', pw);
+    expect((await upsert(id, 'meter', pw)).ok).toBe(true);
+    const device = track(await connectDevice(broker.url, 'meter', id, pw, { protocolVersion: 5 }));
+    await expect(device.subscribeAsync(`light/${id}/#`, { qos: 1 })).rejects.toThrow(/Not authorized/);
+    expect((await device.subscribeAsync(`meter/${id}/#`, { qos: 1 }))[0]?.qos).toBe(1);
+  });
+
   it('rejects invalid bodies with 400', async () => {
     const reply = await upsert('nothex', 'light', password());
     expect(reply.ok).toBe(false);
@@ -157,6 +167,20 @@ describe('mqtt-bridge against a dynamic-security broker, NATS and JetStream', ()
     const tdl = bySubject[`${names.prefix}dev.in.light.${id}.tdl.t_1_x`];
     expect(tdl?.headers['Mqtt-Topic']).toBe(`light/${id}/tdl/t.1 x`);
     expect(Buffer.from(tdl?.data ?? []).equals(binary)).toBe(true);
+  });
+
+  it('drops a message JetStream cannot hold and keeps capturing', async () => {
+    const id = randomDeviceId();
+    const pw = password();
+    await upsert(id, 'light', pw);
+    const device = track(await connectDevice(broker.url, 'light', id, pw));
+    const maxPayload = nc.info?.max_payload ?? 1024 * 1024;
+    await device.publishAsync(`light/${id}/tele/huge`, Buffer.alloc(maxPayload + 1024, 1), { qos: 1 });
+    await device.publishAsync(`light/${id}/tele/after`, 'fine', { qos: 1 });
+    const after = await waitFor(async () => (await readStream(nc, names.deviceIn, `${names.prefix}dev.in.light.${id}.>`)).filter((m) => m.subject.endsWith('.after')), { what: 'the message after' });
+    expect(after.map((m) => m.string())).toEqual(['fine']);
+    expect(await readStream(nc, names.deviceIn, `${names.prefix}dev.in.light.${id}.tele.huge`)).toEqual([]);
+    expect(bridge.bridge.isConnected()).toBe(true);
   });
 
   it('publishes to a device after the broker took it, and captures it as dev.out', async () => {
