@@ -1,0 +1,46 @@
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { randomBytes } from 'node:crypto';
+import { readRegistryConfig, settingsKek } from '../src/config';
+
+describe('configuration', () => {
+  it('has the documented defaults', () => {
+    const c = readRegistryConfig({});
+    expect(c).toMatchObject({
+      DATABASE_URL: 'postgresql://postgres@127.0.0.1:5432/fleet_device_registry',
+      HEALTH_PORT: 9101,
+      CONNECTIVITY_SILENCE_SECONDS: 1500,
+      CONNECTIVITY_STREAM: 'DEVICE_EVENTS',
+      CONNECTIVITY_CONSUMER: 'registry-connectivity',
+      TELEMETRY_STREAM: 'DEVICE_IN',
+      TELEMETRY_CONSUMER: 'registry-telemetry',
+      TELEMETRY_FILTER: 'dev.in.*.*.tele.>',
+      TELEMETRY_RETENTION_DAYS: 30,
+    });
+  });
+
+  it('takes the settings key-encryption key from the environment and refuses a bad one', () => {
+    const key = randomBytes(32);
+    expect(settingsKek(readRegistryConfig({ SETTINGS_KEY_ENCRYPTION_KEY: key.toString('base64') })).equals(key)).toBe(true);
+    expect(() => settingsKek(readRegistryConfig({ SETTINGS_KEY_ENCRYPTION_KEY: randomBytes(16).toString('base64') }))).toThrow(/32 bytes/);
+  });
+
+  it('refuses to start in production without a key', () => {
+    expect(() => settingsKek(readRegistryConfig({ NODE_ENV: 'production' }))).toThrow(/required in production/);
+  });
+
+  it('outside production generates a key once, mode 0600, and reuses it', () => {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'registry-kek-'));
+    try {
+      const file = path.join(dir, 'nested', 'kek');
+      const first = settingsKek(readRegistryConfig({ SETTINGS_KEY_FILE: file }));
+      expect(first).toHaveLength(32);
+      expect(fs.statSync(file).mode & 0o777).toBe(0o600);
+      expect(settingsKek(readRegistryConfig({ SETTINGS_KEY_FILE: file })).equals(first)).toBe(true);
+      expect(fs.readdirSync(path.dirname(file))).toEqual(['kek']);
+    } finally {
+      fs.rmSync(dir, { recursive: true, force: true });
+    }
+  });
+});
