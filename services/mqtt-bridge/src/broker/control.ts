@@ -2,6 +2,7 @@ import { randomUUID } from 'node:crypto';
 import mqtt, { type MqttClient } from 'mqtt';
 import type { Logger } from '@fleet/service-kit';
 import type { DynsecCommand, DynsecResponse } from '../domain/dynsec';
+import { endClient } from './lifecycle';
 
 const CONTROL_TOPIC = '$CONTROL/dynamic-security/v1';
 const RESPONSE_TOPIC = '$CONTROL/dynamic-security/v1/response';
@@ -169,6 +170,6 @@ export class ControlConnection {
   }
 
   async close(): Promise<void> {
-    await this.client.endAsync();
+    await endClient(this.client);
   }
 }

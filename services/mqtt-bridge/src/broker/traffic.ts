@@ -1,5 +1,6 @@
 import mqtt, { type IPublishPacket, type MqttClient } from 'mqtt';
 import type { Logger } from '@fleet/service-kit';
+import { endClient, withTimeout } from './lifecycle';
 
 export interface TrafficOptions {
   url: string;
@@ -182,12 +183,12 @@ export class TrafficConnection {
     this.accepting = false;
     if (this.client.connected) {
       try {
-        await this.client.unsubscribeAsync(this.options.subscriptions);
+        await withTimeout(this.client.unsubscribeAsync(this.options.subscriptions), 3000);
       } catch (err) {
         this.options.logger.warn({ err: (err as Error).message }, 'unsubscribe failed');
       }
     }
     if (this.inFlight > 0) await new Promise<void>((resolve) => this.idleWaiters.push(resolve));
-    await this.client.endAsync();
+    await endClient(this.client);
   }
 }
