@@ -32,9 +32,9 @@ describe('mqtt-bridge against a dynamic-security broker, NATS and JetStream', ()
   };
 
   beforeAll(async () => {
+    nc = await natsClient();
     broker = await startBroker();
     bridge = await runBridge(bridgeEnv(broker, names));
-    nc = await natsClient();
   });
 
   afterAll(async () => {

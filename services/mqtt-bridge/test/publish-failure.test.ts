@@ -10,9 +10,9 @@ describe('mqtt-bridge when the broker is away', () => {
   let nc: NatsConnection;
 
   beforeAll(async () => {
+    nc = await natsClient();
     broker = await startBroker();
     bridge = await runBridge(bridgeEnv(broker, names, { MQTT_PUBLISH_TIMEOUT_MS: '5000', DYNSEC_TIMEOUT_MS: '2000' }));
-    nc = await natsClient();
   });
 
   afterAll(async () => {

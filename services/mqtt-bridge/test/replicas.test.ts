@@ -15,12 +15,12 @@ describe('mqtt-bridge replicas', () => {
   const devices: { id: string; client: MqttClient }[] = [];
 
   beforeAll(async () => {
+    nc = await natsClient();
     broker = await startBroker();
     envA = bridgeEnv(broker, names);
     envB = bridgeEnv(broker, names);
     a = await runBridge(envA);
     b = await runBridge(envB);
-    nc = await natsClient();
     for (let i = 0; i < 10; i += 1) {
       const id = randomDeviceId();
       const pw = randomBytes(16).toString('hex');
