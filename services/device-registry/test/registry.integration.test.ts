@@ -277,6 +277,8 @@ describe('sealing secret settings', () => {
     expect(openSetting(key, id, 'mqttPass', sealed.value)).toBe('hunter2');
     expect(() => openSetting(key, id, 'otherPass', sealed.value)).toThrow();
     expect(err(await call('registry.settings.seal', undefined, { body: { device_id: randomDeviceId(), key: 'k', value: 'v' } })).status).toBe(404);
+    expect(err(await call('registry.settings.seal', undefined, { body: { device_id: id, key: 'a|b', value: 'v' } }))).toMatchObject({ status: 400, code: 'validation_error' });
+    expect(err(await call('registry.settings.seal', undefined, { body: { device_id: id, key: 'k' } })).status).toBe(400);
   });
 });
 

@@ -1,3 +1,5 @@
+import { connect, JSONCodec } from 'nats';
+import { checkEvent } from '@fleet/contracts';
 import { ensureDatabase, migrate } from '@fleet/db';
 import { readRegistryConfig } from '../config';
 import { MIGRATIONS_DIR } from '../migrations';
@@ -15,9 +17,23 @@ async function main(): Promise<void> {
   const db = openRegistryDb(config.DATABASE_URL, 2);
   try {
     const result = await runAdminCommand(db, process.argv.slice(2));
+    if (process.argv[3] === 'create' && typeof result.id === 'number') await announceOrgCreated(config.NATS_URL, result.id);
     process.stdout.write(`${JSON.stringify(result)}\n`);
   } finally {
     await db.$disconnect();
+  }
+}
+
+/** Tells running services (the gateway's scope cache) the tree changed; skipped when NATS is not running. */
+async function announceOrgCreated(natsUrl: string, orgNodeId: number): Promise<void> {
+  try {
+    const nc = await connect({ servers: natsUrl, reconnect: false, timeout: 1000, name: 'device-registry-admin' });
+    const event = checkEvent('evt.registry.org.changed', { org_node_id: orgNodeId, change: 'created', at: new Date().toISOString() });
+    nc.publish('evt.registry.org.changed', JSONCodec().encode(event));
+    await nc.flush();
+    await nc.close();
+  } catch {
+    // The fleet is not running: nothing caches the tree.
   }
 }
 

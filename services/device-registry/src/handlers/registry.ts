@@ -1,4 +1,4 @@
-import type { Principal, RequestEnvelope } from '@fleet/contracts';
+import { describeErrors, validatorFor, type Principal, type RegistrySettingsSealBody, type RequestEnvelope } from '@fleet/contracts';
 import {
   ConflictError,
   NotFoundError,
@@ -249,14 +249,9 @@ export function registryHandlers(deps: RegistryDeps): Record<RegistrySubject, Ha
     'registry.org.tree': async (req) => ({ body: { nodes: orgForest(await allOrgNodes(db), scopeOf(req.principal)) } }),
 
     'registry.settings.seal': async (req) => {
-      const body = bodyOf(req);
-      const deviceId = body.device_id ?? req.device?.device_id;
-      const { key, value } = body;
-      if (!isDeviceId(deviceId)) throw new ValidationError("invalid 'device_id'");
-      if (typeof key !== 'string' || key.length === 0 || !/^[\x21-\x7E]+$/.test(key) || key.includes('|')) {
-        throw new ValidationError("invalid 'key'");
-      }
-      if (typeof value !== 'string') throw new ValidationError("invalid 'value': must be a string");
+      const validate = validatorFor('registry/settings-seal');
+      if (!validate(req.body ?? {})) throw new ValidationError(`Invalid body: ${describeErrors(validate.errors)}`);
+      const { device_id: deviceId, key, value } = req.body as RegistrySettingsSealBody;
       const device = await findDevice(db, deviceId);
       if (!device) throw new NotFoundError('Device not found.');
       if (!device.settingsKeyCiphertext) {
