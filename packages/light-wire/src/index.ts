@@ -1,0 +1,4 @@
+export * from './grammar';
+export * from './caps';
+export * from './label';
+export * from './effects';
