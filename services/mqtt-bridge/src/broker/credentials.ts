@@ -1,4 +1,4 @@
-import { aclsOf, BRIDGE_ACLS, BRIDGE_ROLE, deviceAcls, deviceRoleName, isAlreadyExists, isNotFound, rolesOf, sameAcls, type DynsecCommand, type DynsecResponse } from '../domain/dynsec';
+import { aclsOf, BRIDGE_ACLS, BRIDGE_ROLE, deviceAcls, deviceRoleName, isAlreadyExists, isNotFound, rolesOf, sameAcls, type DynsecAcl, type DynsecCommand, type DynsecResponse } from '../domain/dynsec';
 import type { Product, TopicRoots } from '../domain/topics';
 import { BrokerError, type ControlConnection } from './control';
 
@@ -22,26 +22,16 @@ export class DeviceCredentials {
   async upsert(deviceId: string, product: Product, password: string): Promise<void> {
     const rolename = deviceRoleName(deviceId);
     const acls = deviceAcls(this.roots, product, deviceId);
-    const [role] = await this.control.dynsec([{ command: 'getRole', rolename }]);
-    if (!role) throw new BrokerError('no answer to getRole');
-    if (isNotFound(role)) {
-      expectOk(await this.control.dynsec([{ command: 'createRole', rolename, acls }]), isAlreadyExists);
-    } else if (role.error) {
-      throw new BrokerError(`getRole: ${role.error}`);
-    } else if (!sameAcls(aclsOf(role.data), acls)) {
-      // The device changed product (topic root): replace the role's ACLs.
-      const commands: DynsecCommand[] = [
-        ...aclsOf(role.data).map((a) => ({ command: 'removeRoleACL', rolename, acltype: a.acltype, topic: a.topic })),
-        ...acls.map((a) => ({ command: 'addRoleACL', rolename, ...a })),
-      ];
-      expectOk(await this.control.dynsec(commands), isNotFound);
-    }
-    const [created] = await this.control.dynsec([
+    // The common case (a new device) in one round trip; what already exists is brought in line after.
+    const [role, client] = await this.control.dynsec([
+      { command: 'createRole', rolename, acls },
       { command: 'createClient', username: deviceId, clientid: deviceId, password, roles: [{ rolename }] },
     ]);
-    if (!created) throw new BrokerError('no answer to createClient');
-    if (!created.error) return;
-    if (!isAlreadyExists(created)) throw new BrokerError(`createClient: ${created.error}`);
+    if (!role || !client) throw new BrokerError('no answer to createRole/createClient');
+    if (role.error && !isAlreadyExists(role)) throw new BrokerError(`createRole: ${role.error}`);
+    if (client.error && !isAlreadyExists(client)) throw new BrokerError(`createClient: ${client.error}`);
+    if (role.error) await this.alignRole(rolename, acls);
+    if (!client.error) return;
     expectOk(
       await this.control.dynsec([
         { command: 'setClientPassword', username: deviceId, password },
@@ -49,6 +39,19 @@ export class DeviceCredentials {
       ]),
     );
     await this.ensureClientRole(deviceId, rolename);
+  }
+
+  /** An existing role gets exactly these ACLs (the device may have changed product). */
+  private async alignRole(rolename: string, acls: DynsecAcl[]): Promise<void> {
+    const [role] = await this.control.dynsec([{ command: 'getRole', rolename }]);
+    if (!role) throw new BrokerError('no answer to getRole');
+    if (role.error) throw new BrokerError(`getRole: ${role.error}`);
+    if (sameAcls(aclsOf(role.data), acls)) return;
+    const commands: DynsecCommand[] = [
+      ...aclsOf(role.data).map((a) => ({ command: 'removeRoleACL', rolename, acltype: a.acltype, topic: a.topic })),
+      ...acls.map((a) => ({ command: 'addRoleACL', rolename, ...a })),
+    ];
+    expectOk(await this.control.dynsec(commands), isNotFound);
   }
 
   /** addClientRole for a role the client holds already is an "Internal error" in 2.0.11: look first. */
