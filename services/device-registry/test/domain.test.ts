@@ -90,6 +90,11 @@ describe('org placement', () => {
     expect(placeDevice('Acme', true, named('Acme'))).toBe(2);
     expect(refusal(() => placeDevice('Berlin', true, named('Berlin')))).toEqual({ status: 400, code: 'validation_error', message: "unknown organization 'Berlin'" });
     expect(refusal(() => placeDevice('Nowhere', true, []))).toMatchObject({ message: "unknown organization 'Nowhere'" });
+    const twoRoots = [...nodes, { id: 6, parentId: null, name: 'Acme' }];
+    expect(refusal(() => placeDevice('Acme', true, twoRoots.filter((n) => n.name === 'Acme')))).toMatchObject({
+      status: 400,
+      message: "organization 'Acme' is ambiguous: 2 organizations in your scope share that name",
+    });
   });
 
   it('org-scoped: org required, unknown or out of scope look the same, ambiguity counts the in-scope nodes', () => {

@@ -95,11 +95,8 @@ export function placeDevice(org: string | undefined, accessAll: boolean, candida
   const matches = accessAll ? candidates.filter((c) => c.parentId === null && c.name === org) : candidates.filter((c) => c.name === org);
   if (matches.length === 0) throw new ValidationError(`unknown organization '${org}'`);
   if (matches.length > 1) {
-    throw new ValidationError(
-      accessAll
-        ? `organization '${org}' is ambiguous: ${matches.length} root organizations share that name`
-        : `organization '${org}' is ambiguous: ${matches.length} organizations in your scope share that name`,
-    );
+    // One wording for both: with access-all the whole fleet is the caller's scope.
+    throw new ValidationError(`organization '${org}' is ambiguous: ${matches.length} organizations in your scope share that name`);
   }
   return (matches[0] as OrgCandidate).id;
 }
