@@ -6,6 +6,7 @@ const { spawn } = require('node:child_process');
 const fs = require('node:fs');
 const net = require('node:net');
 const path = require('node:path');
+const { startNatsServer } = require('./nats');
 const { startDynsecBroker, loadOrCreateAdminPassword } = require('./mosquitto');
 
 const ROOT = path.resolve(__dirname, '../..');
@@ -55,7 +56,8 @@ async function waitReady(url, child, timeoutMs) {
  *   mqttPort: the broker's port (0 or missing: a free one), dataDir: the run's own directory
  *   (default .fleet), mqttDataDir: the broker's config, plugin file, admin password (mode
  *   0600, generated on first start), persistence and log (default <dataDir>/mosquitto),
- *   mqttAdminUsername (default fleet-admin) }
+ *   mqttAdminUsername (default fleet-admin), privateNats: run the fleet on its own nats-server
+ *   (tests and benchmarks; default: the machine's NATS_URL) }
  * Every service gets MQTT_URL, MQTT_ADMIN_USERNAME and MQTT_ADMIN_PASSWORD of that broker.
  * Resolves to { gatewayUrl, mqttUrl, services, stop }.
  */
@@ -70,11 +72,13 @@ async function startFleet(options = {}) {
   const children = [];
   let stopping = false;
   let broker;
+  let nats;
 
   const stop = async () => {
     stopping = true;
     await stopServices();
     if (broker) await broker.stop();
+    if (nats) await nats.stop();
   };
 
   const stopServices = async () => {
@@ -95,6 +99,10 @@ async function startFleet(options = {}) {
   };
 
   try {
+    if (options.privateNats) {
+      nats = await startNatsServer({ storeDir: path.join(options.dataDir ?? path.join(ROOT, '.fleet'), 'nats') });
+      env.NATS_URL = nats.url;
+    }
     const mqttDataDir = options.mqttDataDir ?? path.join(options.dataDir ?? path.join(ROOT, '.fleet'), 'mosquitto');
     broker = await startDynsecBroker({
       port: options.mqttPort || (await freePort()),
@@ -132,6 +140,7 @@ async function startFleet(options = {}) {
   return {
     gatewayUrl: `http://127.0.0.1:${gatewayPort}`,
     mqttUrl: broker.url,
+    natsUrl: env.NATS_URL ?? 'nats://127.0.0.1:4222',
     services: children.map(({ name, child, healthPort }) => ({ name, pid: child.pid, healthPort })),
     stop,
   };

@@ -2,6 +2,8 @@
 export interface E2eFleet {
   gatewayUrl: string;
   mqttUrl: string;
+  /** The run's own nats-server. */
+  natsUrl: string;
   databasePrefix: string;
   redisPrefix: string;
   /** name -> pid of each running service */

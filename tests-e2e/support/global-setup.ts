@@ -16,12 +16,14 @@ export default async function globalSetup(): Promise<void> {
     mqttPort: 0,
     dataDir: path.join(ROOT, '.fleet', 'e2e', run),
     logDir: path.join(ROOT, '.fleet', 'e2e', run, 'logs'),
+    privateNats: true,
     env: { LOG_LEVEL: process.env.E2E_LOG_LEVEL ?? 'info', REDIS_KEY_PREFIX: redisPrefix, NODE_ENV: 'test' },
   });
   (globalThis as Record<string, unknown>).__E2E_FLEET__ = fleet;
   const shared: E2eFleet = {
     gatewayUrl: fleet.gatewayUrl,
-    mqttUrl: fleet.mqttUrl ?? '',
+    mqttUrl: fleet.mqttUrl,
+    natsUrl: fleet.natsUrl,
     databasePrefix,
     redisPrefix,
     pids: Object.fromEntries(fleet.services.map((s: { name: string; pid: number }) => [s.name, s.pid])),

@@ -53,3 +53,18 @@ export async function waitFor<T>(check: () => Promise<T | undefined | false> | T
   }
   throw new Error(`timed out waiting for ${options.what ?? 'condition'}${last ? `: ${String(last)}` : ''}`);
 }
+
+export interface PrivateNats {
+  url: string;
+  stop(): Promise<void>;
+}
+
+/**
+ * A private nats-server (JetStream on, its own store) for one test file or run: its queue
+ * groups and streams never meet those of a fleet running on the machine's shared server.
+ */
+export function startPrivateNats(): Promise<PrivateNats> {
+  // Shared with the fleet launcher, which is plain JavaScript.
+  const { startNatsServer } = require('../../../scripts/lib/nats') as { startNatsServer(): Promise<PrivateNats> };
+  return startNatsServer();
+}

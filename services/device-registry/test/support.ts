@@ -1,9 +1,4 @@
-import { spawn, type ChildProcess } from 'node:child_process';
-import fs from 'node:fs';
-import net from 'node:net';
-import os from 'node:os';
-import path from 'node:path';
-import { connect, JSONCodec, type NatsConnection, type Subscription } from 'nats';
+import { JSONCodec, type NatsConnection, type Subscription } from 'nats';
 import { dropDatabase, ensureDatabase, migrate } from '@fleet/db';
 import type { Principal, RequestEnvelope } from '@fleet/contracts';
 import { Bus, createLogger, type Logger } from '@fleet/service-kit';
@@ -11,56 +6,7 @@ import { databaseUrl, uniqueId } from '@fleet/test-kit';
 import { MIGRATIONS_DIR } from '../src/migrations';
 import { openRegistryDb, type RegistryDb } from '../src/store/prisma';
 
-/**
- * A private nats-server (JetStream on, its own store) for one test file: the registry's queue
- * group and the bridge stand-in can then never meet a running fleet's replicas on the shared server.
- */
-export interface PrivateNats {
-  url: string;
-  stop(): Promise<void>;
-}
-
-async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const srv = net.createServer();
-    srv.once('error', reject);
-    srv.listen(0, '127.0.0.1', () => {
-      const port = (srv.address() as net.AddressInfo).port;
-      srv.close(() => resolve(port));
-    });
-  });
-}
-
-export async function startPrivateNats(): Promise<PrivateNats> {
-  const port = await freePort();
-  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'registry-nats-'));
-  const bin = process.env.NATS_SERVER_BIN ?? '/usr/sbin/nats-server';
-  const child: ChildProcess = spawn(bin, ['-a', '127.0.0.1', '-p', String(port), '-js', '-sd', dir], { stdio: 'ignore' });
-  const url = `nats://127.0.0.1:${port}`;
-  const deadline = Date.now() + 10_000;
-  for (;;) {
-    try {
-      const nc = await connect({ servers: url, reconnect: false });
-      await nc.close();
-      break;
-    } catch (err) {
-      if (Date.now() > deadline) {
-        child.kill('SIGKILL');
-        throw err;
-      }
-      await new Promise((r) => setTimeout(r, 50));
-    }
-  }
-  return {
-    url,
-    stop: async () => {
-      const exited = new Promise((r) => child.once('exit', r));
-      child.kill('SIGTERM');
-      await exited;
-      fs.rmSync(dir, { recursive: true, force: true });
-    },
-  };
-}
+export { startPrivateNats, type PrivateNats } from '@fleet/test-kit';
 
 export interface TestDb {
   url: string;
