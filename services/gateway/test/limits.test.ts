@@ -28,6 +28,19 @@ afterAll(async () => {
 });
 
 describe('SlidingWindowLimiter', () => {
+  it('takes back a counted event by its receipt, in every window it was counted in', async () => {
+    const a: WindowSpec = { key: freshKey('refund-a'), limit: 1, windowMs: 60_000 };
+    const b: WindowSpec = { key: freshKey('refund-b'), limit: 5, windowMs: 60_000 };
+    const first = await limiter.hit([a, b]);
+    expect(first.receipt).toEqual(expect.any(String));
+    expect((await limiter.hit([a, b])).allowed).toBe(false);
+    await limiter.refund([a, b], first.receipt!);
+    const again = await limiter.hit([a, b]);
+    expect(again.allowed).toBe(true);
+    expect(again.windows[1]!.remaining).toBe(4);
+    expect((await limiter.peek([a])).receipt).toBeUndefined();
+  });
+
   it('admits exactly `limit` events, counting remaining down, then refuses without counting', async () => {
     const w: WindowSpec = { key: freshKey('basic'), limit: 3, windowMs: 1500 };
     const remaining: number[] = [];

@@ -69,7 +69,12 @@ beforeAll(async () => {
   });
   gw.bus.serve(subject('poke'), async (req) => (record('poke', req), { status: 202, body: { device: req.device?.device_id, n: (calls.poke ?? []).length } }));
   gw.bus.serve(subject('label'), async (req) => (record('label', req), { status: 204 }));
-  gw.bus.serve(subject('remove'), async (req) => (record('remove', req), { status: 204 }));
+  gw.bus.serve(subject('remove'), async (req) => {
+    record('remove', req);
+    const confirm = (req.query.confirm as string | undefined) ?? (req.body?.confirm as string | undefined);
+    if (confirm !== req.params.device_id) throw new ConflictError('Confirm with the device id.', 'confirmation_required');
+    return { status: 204 };
+  });
   gw.bus.serve(subject('search'), async (req) => ({ body: { query: req.query } }));
   gw.bus.serve(subject('slow'), () => new Promise((resolve) => setTimeout(() => resolve({ body: {} }), 2500)));
   gw.bus.serve(subject('boom'), async () => {
@@ -311,13 +316,16 @@ describe('limit classes', () => {
     expect(results).toEqual([204, 204, 429]);
   });
 
-  it('spends destructive operations from the hourly ceiling', async () => {
+  it('spends destructive operations from the hourly ceiling, but not ones the service refused', async () => {
     const p = await gw.partner(['--permissions', 'device_removal', '--grant', '23']);
-    const first = await call(gw.url, 'DELETE', `/v1/devices/${light(23)}?confirm=x`, { key: p.key });
-    const second = await call(gw.url, 'DELETE', `/v1/devices/${light(23)}`, { key: p.key, body: { confirm: 'y' } });
+    const [a, b] = [light(23), light(23)];
+    const unconfirmed = await call(gw.url, 'DELETE', `/v1/devices/${a}?confirm=wrong`, { key: p.key });
+    expect([unconfirmed.status, unconfirmed.body.code]).toEqual([409, 'confirmation_required']);
+    const first = await call(gw.url, 'DELETE', `/v1/devices/${a}?confirm=${a}`, { key: p.key });
+    const second = await call(gw.url, 'DELETE', `/v1/devices/${b}`, { key: p.key, body: { confirm: b } });
     expect([first.status, second.status]).toEqual([204, 429]);
     expect(Number(second.headers.get('retry-after'))).toBeGreaterThan(60);
-    expect(calls.remove?.at(-1)?.query).toEqual({ confirm: 'x' });
+    expect(calls.remove?.at(-1)?.query).toEqual({ confirm: a });
   });
 });
 

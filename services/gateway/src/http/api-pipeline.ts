@@ -4,7 +4,7 @@ import { ApiError, ForbiddenError, NotFoundError, RateLimitedError, ServiceUnava
 import { bearerToken, type Authenticator } from '../auth/authenticator';
 import { accountBody } from '../handlers/account';
 import { isValidIdempotencyKey, requestFingerprint, type IdempotencyStore, type StoredResponse } from '../idempotency';
-import { requestWindowFor, windowsFor, type LimitSettings, type SlidingWindowLimiter } from '../limits';
+import { requestWindowFor, windowsFor, type LimitSettings, type SlidingWindowLimiter, type WindowSpec } from '../limits';
 import type { ScopeResolver } from '../scope/scope-resolver';
 import { routeId, type RouteDef } from '../routes/types';
 import type { RequestValidator } from './request-validation';
@@ -135,7 +135,7 @@ async function runRoute(
     device = await deps.scope.resolve(requestId, principal, params.device_id as string);
     if (route.device.product && device.product !== route.device.product) throw new NotFoundError('Device not found.');
   }
-  if (route.limits?.length) await spendLimitClasses(deps, route, principal, device);
+  const spent = route.limits?.length ? await spendLimitClasses(deps, route, principal, device) : undefined;
 
   if ('local' in route.target) return { status: 200, headers: {}, body: accountBody(principal) };
   const envelope = {
@@ -147,8 +147,15 @@ async function runRoute(
     ...(device ? { device } : {}),
     ...(body !== undefined ? { body } : {}),
   };
-  const reply = await deps.bus.request(route.target.subject, envelope);
-  if (!reply.ok) throw fromEnvelopeError(reply.error);
+  const reply = await deps.bus.request(route.target.subject, envelope).catch(async (err: unknown) => {
+    if (spent) await refund(deps, spent);
+    throw err;
+  });
+  if (!reply.ok) {
+    // A refused operation did not happen, so it does not spend from the route's limits.
+    if (spent) await refund(deps, spent);
+    throw fromEnvelopeError(reply.error);
+  }
   return { status: reply.status, headers: reply.headers ?? {}, body: reply.body };
 }
 
@@ -184,7 +191,16 @@ function parseBody(req: Request, route: RouteDef, rawBody: Buffer): Record<strin
   return parsed as Record<string, unknown>;
 }
 
-async function spendLimitClasses(deps: PipelineDeps, route: RouteDef, principal: Principal, device?: DeviceSummary): Promise<void> {
+interface Spent {
+  windows: WindowSpec[];
+  receipt: string;
+}
+
+async function refund(deps: PipelineDeps, spent: Spent): Promise<void> {
+  await deps.limiter.refund(spent.windows, spent.receipt).catch(() => undefined);
+}
+
+async function spendLimitClasses(deps: PipelineDeps, route: RouteDef, principal: Principal, device?: DeviceSummary): Promise<Spent | undefined> {
   const ctx = {
     partnerId: principal.partner_id,
     deviceCommandsPerMin: principal.limits.device_commands_per_min,
@@ -195,6 +211,7 @@ async function spendLimitClasses(deps: PipelineDeps, route: RouteDef, principal:
   if (!result.allowed) {
     throw new RateLimitedError('A limit for this operation was reached; honor Retry-After.', result.refusedBy?.retryAfterSeconds ?? 1);
   }
+  return result.receipt ? { windows, receipt: result.receipt } : undefined;
 }
 
 function writeOutcome(res: Response, route: RouteDef, outcome: Outcome, replayed: boolean): void {

@@ -25,6 +25,8 @@ export interface HitResult {
   allowed: boolean;
   /** One state per requested window, in the order given. */
   windows: WindowState[];
+  /** Names the counted event for refund(); present when a hit was counted. */
+  receipt?: string;
   /** The refusing window that frees up last (largest retryAfterSeconds); absent when allowed. */
   refusedBy?: WindowState;
 }
@@ -59,8 +61,9 @@ for i = 1, n do
   refused[i] = counts[i] >= limits[i]
   if refused[i] then all = false end
 end
+local member = nil
 if mode == 'hit' and all then
-  local member = fmt(now) .. '-' .. suffix
+  member = fmt(now) .. '-' .. suffix
   for i = 1, n do
     redis.call('ZADD', KEYS[i], fmt(now), member)
     redis.call('PEXPIRE', KEYS[i], winMs[i])
@@ -93,6 +96,7 @@ for i = 1, n do
   out[#out + 1] = reset
   out[#out + 1] = retry
 end
+if member then out[#out + 1] = member end
 return out
 `;
 
@@ -134,6 +138,14 @@ export class SlidingWindowLimiter {
     return this.run('hit', windows);
   }
 
+  /**
+   * Takes back an event counted by hit() (its receipt), e.g. when the operation it paid for
+   * was refused by the owning service and so never happened.
+   */
+  async refund(windows: WindowSpec[], receipt: string): Promise<void> {
+    await this.redis.multi(windows.map((w) => ['zrem', this.keyPrefix + w.key, receipt])).exec();
+  }
+
   /** Current state without counting (for headers on replays or refused requests). */
   peek(windows: WindowSpec[]): Promise<HitResult> {
     return this.run('peek', windows);
@@ -146,7 +158,8 @@ export class SlidingWindowLimiter {
     for (const w of windows) args.push(w.limit, w.windowMs);
     const keys = windows.map((w) => this.keyPrefix + w.key);
     const reply = await this.redis[COMMAND](keys.length, ...keys, ...args);
-    if (!Array.isArray(reply) || reply.length !== 1 + 5 * windows.length) {
+    const counted = Array.isArray(reply) && reply.length === 2 + 5 * windows.length;
+    if (!Array.isArray(reply) || (!counted && reply.length !== 1 + 5 * windows.length)) {
       throw new Error('unexpected reply from the rate-limit script');
     }
     const num = (i: number): number => Number(reply[i]);
@@ -162,7 +175,7 @@ export class SlidingWindowLimiter {
       };
     });
     const allowed = num(0) === 1;
-    if (allowed) return { allowed, windows: states };
+    if (allowed) return counted ? { allowed, windows: states, receipt: String(reply[reply.length - 1]) } : { allowed, windows: states };
     let refusedBy: WindowState | undefined;
     for (const s of states) {
       if (!s.allowed && (refusedBy === undefined || s.retryAfterSeconds > refusedBy.retryAfterSeconds)) refusedBy = s;
