@@ -5,7 +5,7 @@ const { spawnSync } = require('node:child_process');
 const fs = require('node:fs');
 const path = require('node:path');
 
-const OWNERS = { partner: 'gateway', key: 'gateway', org: 'device-registry', meter: 'meter' };
+const OWNERS = { partner: 'gateway', key: 'gateway', org: 'device-registry', command: 'light-command', meter: 'meter' };
 const root = path.resolve(__dirname, '..');
 const [entity] = process.argv.slice(2);
 const owner = OWNERS[entity];

@@ -1,0 +1,123 @@
+import type { Principal, RequestEnvelope } from '@fleet/contracts';
+import { encodePayload, isChannel, stateLabel, type LightChannel } from '@fleet/light-wire';
+import { ForbiddenError, NotFoundError, ValidationError, type Bus, type HandlerResult, type Logger } from '@fleet/service-kit';
+import type { CommandPublisher } from '../bridge-client';
+import { buildCommand, CATALOG, CommandInputError, describeCommand, findCommand } from '../domain/catalog';
+import { checkRawCommand } from '../domain/raw';
+import { grantOf, grantsOf } from '../store/grants';
+import type { LightDb } from '../store/prisma';
+import { statesOf } from '../store/states';
+
+export interface LightDeps {
+  db: LightDb;
+  publisher: CommandPublisher;
+  topicRoot: string;
+  logger: Logger;
+}
+
+/** Every request subject light-command serves (queue group light-command). */
+export const LIGHT_SUBJECTS = ['light.command.catalog', 'light.command.raw', 'light.effect.apply', 'light.state.get'] as const;
+export type LightSubject = (typeof LIGHT_SUBJECTS)[number];
+
+const has = (principal: Principal, permission: Principal['permissions'][number]): boolean => principal.permissions.includes(permission);
+
+function principalOf(req: RequestEnvelope): Principal {
+  if (!req.principal) throw new ForbiddenError('This request needs a partner.');
+  return req.principal;
+}
+
+/** The light the gateway resolved in the partner's scope. */
+function lightOf(req: RequestEnvelope): string {
+  if (!req.device || req.device.product !== 'light') throw new NotFoundError('Device not found.');
+  return req.device.device_id;
+}
+
+/** Channel access: a 403 that no permission lifts (so no required_permission). */
+function checkChannelAccess(principal: Principal, channel: LightChannel): void {
+  if (!principal.allowed_channels.includes(channel)) {
+    throw new ForbiddenError(`Your account may not command channel '${channel}'.`);
+  }
+}
+
+function invalid(err: unknown): never {
+  if (err instanceof CommandInputError) throw new ValidationError(err.message);
+  throw err;
+}
+
+export function lightHandlers(deps: LightDeps): Record<LightSubject, (req: RequestEnvelope) => Promise<HandlerResult>> {
+  const topicOf = (deviceId: string, channel: LightChannel) => `${deps.topicRoot}/${deviceId}/cmd/${channel}`;
+
+  return {
+    async 'light.command.catalog'(req) {
+      const principal = principalOf(req);
+      const grants = await grantsOf(deps.db, principal.partner_id);
+      const commands = CATALOG.filter((c) => grants.has(c.name)).map((c) => describeCommand(c, principal.allowed_channels, grants.get(c.name)?.bounds ?? {}));
+      return { status: 200, body: { commands } };
+    },
+
+    async 'light.command.raw'(req) {
+      const principal = principalOf(req);
+      const deviceId = lightOf(req);
+      const body = (req.body ?? {}) as { channel?: unknown; payload?: unknown };
+      if (!isChannel(body.channel)) throw new ValidationError("'channel' must be one of light1, light2, light3, sound, contact.");
+      if (typeof body.payload !== 'string') throw new ValidationError("'payload' must be a string.");
+      const channel = body.channel;
+      checkChannelAccess(principal, channel);
+      try {
+        checkRawCommand(channel, body.payload, has(principal, 'relaxed_caps'));
+      } catch (err) {
+        invalid(err);
+      }
+      await deps.publisher.publish(req.request_id, topicOf(deviceId, channel), body.payload);
+      return { status: 202, body: { channel, payload: body.payload, command: 'raw' } };
+    },
+
+    async 'light.effect.apply'(req) {
+      const principal = principalOf(req);
+      const deviceId = lightOf(req);
+      const channel = req.params.channel;
+      if (!isChannel(channel)) throw new ValidationError("'channel' must be one of light1, light2, light3, sound, contact.");
+      checkChannelAccess(principal, channel);
+      const body = (req.body ?? {}) as { command?: unknown; params?: unknown };
+      if (typeof body.command !== 'string') throw new ValidationError("'command' must be a string.");
+      const def = findCommand(body.command);
+      if (!def) throw new ValidationError(`Unknown command '${body.command}'; GET /v1/commands lists the commands your account may use.`);
+      const grant = await grantOf(deps.db, principal.partner_id, def.name);
+      if (!grant) throw new ForbiddenError(`Your account may not use the command '${def.name}'.`);
+      const params = body.params ?? {};
+      if (params === null || typeof params !== 'object' || Array.isArray(params)) throw new ValidationError("'params' must be an object.");
+      let payload: string;
+      try {
+        payload = encodePayload(buildCommand(def, channel, params as Record<string, unknown>, grant.bounds));
+      } catch (err) {
+        invalid(err);
+      }
+      await deps.publisher.publish(req.request_id, topicOf(deviceId, channel), payload);
+      return {
+        status: 202,
+        body: { channel, command: def.name, ...(has(principal, 'raw_commands') ? { payload } : {}) },
+      };
+    },
+
+    async 'light.state.get'(req) {
+      const principal = principalOf(req);
+      const deviceId = lightOf(req);
+      const withPayload = has(principal, 'raw_commands');
+      const state: Record<string, Record<string, string>> = {};
+      for (const s of await statesOf(deps.db, deviceId)) {
+        if (!isChannel(s.channel) || !principal.allowed_channels.includes(s.channel)) continue;
+        state[s.channel] = {
+          label: stateLabel(s.channel, s.payload),
+          updated_at: s.updatedAt.toISOString(),
+          ...(withPayload ? { payload: s.payload } : {}),
+        };
+      }
+      return { status: 200, body: { device_id: deviceId, state } };
+    },
+  };
+}
+
+export function serveLight(bus: Bus, deps: LightDeps): void {
+  const handlers = lightHandlers(deps);
+  for (const subject of LIGHT_SUBJECTS) bus.serve(subject, (req) => handlers[subject](req));
+}

@@ -1,0 +1,43 @@
+import type { NatsConnection } from 'nats';
+import { isChannel } from '@fleet/light-wire';
+import type { Logger } from '@fleet/service-kit';
+import type { LightDb } from '../store/prisma';
+import { storeStates, type StateReport } from '../store/states';
+import { DurablePullConsumer } from './pull-consumer';
+
+export interface StateConsumerOptions {
+  stream: string;
+  durable: string;
+  filterSubject: string;
+}
+
+/**
+ * A light's state report from its DEVICE_IN message: the subject ends
+ * `<device_id>.state.<channel>`; updated_at is the bridge's Received-At header.
+ */
+export function stateReportOf(subject: string, headers: { get(name: string): string } | undefined, data: Uint8Array): StateReport | null {
+  const tokens = subject.split('.');
+  const [deviceId, state, channel] = tokens.slice(-3);
+  if (tokens.length < 4 || state !== 'state' || !deviceId || !/^[0-9A-F]{12}$/.test(deviceId) || !isChannel(channel)) return null;
+  const updatedAt = new Date(headers?.get('Received-At') || '');
+  if (Number.isNaN(updatedAt.getTime())) return null;
+  return { deviceId, channel, payload: Buffer.from(data).toString('utf8'), updatedAt };
+}
+
+/** Keeps the last reported state per light channel (DEVICE_IN, durable `light-command-state`). */
+export function stateConsumer(nc: NatsConnection, db: LightDb, options: StateConsumerOptions, logger: Logger): DurablePullConsumer {
+  return new DurablePullConsumer(nc, {
+    ...options,
+    batch: 500,
+    logger,
+    process: async (messages) => {
+      const reports: StateReport[] = [];
+      for (const m of messages) {
+        const report = stateReportOf(m.subject, m.headers, m.data);
+        if (report) reports.push(report);
+        else logger.debug({ subject: m.subject }, 'skipped a message that is no light state report');
+      }
+      await storeStates(db, reports);
+    },
+  });
+}

@@ -1,0 +1,40 @@
+import { ensureDatabase, migrate } from '@fleet/db';
+import { ServiceRuntime } from '@fleet/service-kit';
+import { BridgePublisher } from './bridge-client';
+import { readLightCommandConfig } from './config';
+import { serveLight } from './handlers/light';
+import { stateConsumer } from './handlers/state-consumer';
+import { MIGRATIONS_DIR } from './migrations';
+import { openLightDb } from './store/prisma';
+
+async function main(): Promise<void> {
+  const config = readLightCommandConfig();
+  const runtime = await ServiceRuntime.start({ service: 'light-command', config });
+  const { logger, bus } = runtime;
+
+  await ensureDatabase(config.DATABASE_URL);
+  await migrate(config.DATABASE_URL, MIGRATIONS_DIR, { logger });
+  const db = openLightDb(config.DATABASE_URL);
+  runtime.onClose(() => db.$disconnect());
+
+  serveLight(bus, {
+    db,
+    publisher: new BridgePublisher(bus, config.BRIDGE_REQUEST_TIMEOUT_MS, logger.child({ component: 'bridge' })),
+    topicRoot: config.LIGHT_TOPIC_ROOT,
+    logger: logger.child({ component: 'handlers' }),
+  });
+  const states = stateConsumer(
+    bus.connection,
+    db,
+    { stream: config.STATE_STREAM, durable: config.STATE_CONSUMER, filterSubject: config.STATE_FILTER },
+    logger.child({ component: 'state' }),
+  );
+  states.start();
+  runtime.onClose(() => states.stop(), 'intake');
+  runtime.ready({ topic_root: config.LIGHT_TOPIC_ROOT });
+}
+
+main().catch((err) => {
+  console.error('light-command failed to start:', err);
+  process.exit(1);
+});
