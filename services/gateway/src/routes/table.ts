@@ -1,4 +1,5 @@
 import { deviceRoutes } from './devices';
+import { lightRoutes } from './lights';
 import { accountSchema } from './schemas';
 import type { RouteDef } from './types';
 
@@ -18,4 +19,5 @@ export const routes: RouteDef[] = [
     responses: { 200: { description: 'The account', schema: accountSchema } },
   },
   ...deviceRoutes,
+  ...lightRoutes,
 ];
