@@ -282,14 +282,17 @@ describe('buildOpenApiDocument', () => {
     const params = (op.parameters as unknown[]).map(deref);
     expect(params.map((p) => [p.in, p.name, p.required])).toEqual([
       ['path', 'device_id', true],
-      ['query', 'start', true],
+      ['query', 'start', false],
+      ['query', 'end', false],
+      ['query', 'received_since', false],
       ['query', 'limit', false],
       ['query', 'cursor', false],
+      ['query', 'unknown_time', false],
     ]);
     // device_id falls back to the shared schema when the route names a device without params.
     expect(params[0]?.schema).toEqual(deviceIdParam);
-    expect(params[1]?.description).toBe('ISO 8601 or epoch seconds.');
-    expect(op.description).toEqual(expect.stringMatching(/^Records oldest first, cursor-paginated\./));
+    expect(params[1]?.description).toEqual(expect.stringContaining('ISO 8601 date-time'));
+    expect(op.description).toEqual(expect.stringMatching(/^By start time/));
     expect(op.requestBody).toBeUndefined();
   });
 

@@ -1,4 +1,5 @@
 import { deviceRoutes } from './devices';
+import { meterRoutes } from './meter';
 import { lightRoutes } from './lights';
 import { accountSchema } from './schemas';
 import type { RouteDef } from './types';
@@ -19,5 +20,6 @@ export const routes: RouteDef[] = [
     responses: { 200: { description: 'The account', schema: accountSchema } },
   },
   ...deviceRoutes,
+  ...meterRoutes,
   ...lightRoutes,
 ];

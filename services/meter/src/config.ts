@@ -1,0 +1,27 @@
+import { baseConfigSchema, loadConfig, z } from '@fleet/service-kit';
+
+const schema = baseConfigSchema.extend({
+  HEALTH_PORT: z.coerce.number().int().min(0).max(65535).default(9104),
+  DATABASE_URL: z.string().default('postgresql://postgres@127.0.0.1:5432/fleet_meter'),
+  /** Topic root of meters (device protocol: `<root>/<device_id>/...`). */
+  METER_TOPIC_ROOT: z.string().regex(/^[A-Za-z0-9_.-]+$/).default('meter'),
+  /** Prefix of every subject this service uses (DEVICE_IN subjects and the bridge/registry requests); tests isolate with it. */
+  SUBJECT_PREFIX: z.string().regex(/^([A-Za-z0-9_-]+\.)*$/).default(''),
+  DEVICE_IN_STREAM: z.string().default('DEVICE_IN'),
+  /** The durable consumer every replica shares. */
+  METER_CONSUMER: z.string().regex(/^[A-Za-z0-9_-]+$/).default('meter-ingest'),
+  INGEST_BATCH: z.coerce.number().int().min(1).max(5000).default(1000),
+  INGEST_ACK_WAIT_SECONDS: z.coerce.number().int().min(1).default(60),
+  /** How long a request to the bridge or the registry may take; below the gateway's bus timeout. */
+  DOWNSTREAM_TIMEOUT_MS: z.coerce.number().int().positive().default(2000),
+  DATABASE_POOL_MAX: z.coerce.number().int().min(1).default(10),
+});
+
+export type MeterConfig = z.infer<typeof schema>;
+
+export function readMeterConfig(env: Record<string, string | undefined> = process.env): MeterConfig {
+  return loadConfig(schema, env);
+}
+
+/** The DEVICE_IN filter of meter traffic. */
+export const meterFilter = (config: Pick<MeterConfig, 'SUBJECT_PREFIX'>): string => `${config.SUBJECT_PREFIX}dev.in.meter.>`;

@@ -1,0 +1,108 @@
+import { DateTime, IANAZone } from 'luxon';
+import { ValidationError } from '@fleet/service-kit';
+import { round6 } from './record';
+
+/**
+ * Energy buckets: whole local hours or days of an IANA zone (UTC when none is given). A day
+ * at a daylight-saving change is 23 or 25 hours; an hour is always 3600 s. The buckets cover
+ * the window from the bucket holding `start` to the one holding the last instant before
+ * `end`; a record counts in the bucket holding its start, and only records that start inside
+ * the window count (so the total equals the summary's energy for the same window).
+ */
+
+export type BucketWidth = 'hour' | 'day';
+/** Fewer than this many buckets per answer. */
+export const MAX_BUCKETS = 2000;
+
+export function parseBucket(value: unknown): BucketWidth {
+  if (value === undefined) return 'hour';
+  if (value === 'hour' || value === 'day') return value;
+  throw new ValidationError("invalid 'bucket': 'hour' or 'day'");
+}
+
+export function parseZone(value: unknown): string | undefined {
+  if (value === undefined) return undefined;
+  if (typeof value !== 'string' || value === '' || value.length > 64 || !IANAZone.isValidZone(value)) {
+    throw new ValidationError("invalid 'tz': an IANA time zone name, e.g. Europe/Berlin");
+  }
+  return value;
+}
+
+export interface Bucket {
+  /** Start instant (ms). */
+  start: number;
+  /** End instant (ms, exclusive). */
+  end: number;
+  /** Start written in the zone with its offset. */
+  label: string;
+}
+
+/** The buckets covering [start, end); throws 400 when 2000 or more would be needed. */
+export function bucketsFor(start: Date, end: Date, width: BucketWidth, zone: string | undefined): Bucket[] {
+  const tz = zone ?? 'UTC';
+  let cursor: DateTime = DateTime.fromMillis(start.getTime(), { zone: tz }).startOf(width);
+  const endMs = end.getTime();
+  const buckets: Bucket[] = [];
+  while (cursor.toMillis() < endMs) {
+    if (buckets.length >= MAX_BUCKETS - 1) {
+      throw new ValidationError(`invalid range: more than ${MAX_BUCKETS - 1} ${width} buckets; ${width === 'hour' ? "use bucket 'day' or " : ''}narrow 'start' and 'end'`);
+    }
+    const next = nextBoundary(cursor, width);
+    buckets.push({ start: cursor.toMillis(), end: next.toMillis(), label: isoWithOffset(cursor, zone) });
+    cursor = next;
+  }
+  return buckets;
+}
+
+function nextBoundary(at: DateTime, width: BucketWidth): DateTime {
+  if (width === 'day') {
+    // Calendar arithmetic: local midnight of the next day (23 or 25 hours at DST changes).
+    return at.plus({ days: 1 }).startOf('day');
+  }
+  // An hour is 3600 s of real time; realign to the local hour for zones whose offset moves by
+  // a fraction of an hour.
+  const next = at.plus({ hours: 1 });
+  const aligned = next.startOf('hour');
+  return aligned.toMillis() > at.toMillis() ? aligned : next;
+}
+
+function isoWithOffset(at: DateTime, zone: string | undefined): string {
+  if (!zone) return at.toUTC().toISO({ suppressMilliseconds: true }) ?? '';
+  return at.toISO({ suppressMilliseconds: true, includeOffset: true }) ?? '';
+}
+
+/** Per-bucket sums as the store returns them: bucket index, Wh, counter records, resets. */
+export interface BucketSum {
+  index: number;
+  energyWh: number;
+  intervals: number;
+  resets: number;
+}
+
+export interface EnergyPoint {
+  start_at: string;
+  energy_wh: number | null;
+  reset: boolean;
+}
+
+export interface EnergyTotal {
+  energy_wh: number;
+  resets: number;
+  intervals: number;
+  buckets: number;
+}
+
+/** Points for every bucket (energy null where no record carried a counter reading). */
+export function energyPoints(buckets: Bucket[], sums: BucketSum[]): EnergyPoint[] {
+  const byIndex = new Map(sums.map((s) => [s.index, s]));
+  return buckets.map((b, i) => {
+    const s = byIndex.get(i);
+    return { start_at: b.label, energy_wh: s && s.intervals > 0 ? round6(s.energyWh) : null, reset: (s?.resets ?? 0) > 0 };
+  });
+}
+
+/** The total over the window: null, not zero, when no record carried a counter reading. */
+export function energyTotal(sum: { energyWh: number | null; intervals: number; resets: number }, buckets: number): EnergyTotal | null {
+  if (sum.intervals === 0 || sum.energyWh === null) return null;
+  return { energy_wh: round6(sum.energyWh), resets: sum.resets, intervals: sum.intervals, buckets };
+}

@@ -1,0 +1,107 @@
+import { randomBytes } from 'node:crypto';
+import { round6 } from './record';
+
+/** Requests to the meter (report, sample, resetenergy): command lines, acknowledgements, live answers. Pure. */
+
+/** At most one live reading per meter in this many seconds, whoever asks. */
+export const SAMPLE_INTERVAL_S = 10;
+/** A live reading still pending after this many seconds is final as no_reply (the spec allows 30). */
+export const SAMPLE_TIMEOUT_S = 25;
+
+export const SAMPLE_FAILURE_REASONS = ['busy', 'config_mode', 'unsupported', 'rejected', 'no_snapshot'] as const;
+export const LINK_STATES = ['ok', 'timeout', 'crc', 'exception', 'badreply', 'notstarted', 'unknown'] as const;
+
+/** A token the meter can read (letters, digits, `_-.:`, at most 64). */
+export function newToken(prefix: 's' | 'r'): string {
+  return `${prefix}_${randomBytes(10).toString('hex')}`;
+}
+
+export const isToken = (t: string): boolean => /^[A-Za-z0-9_.:-]{1,64}$/.test(t);
+
+export const sysExeTopic = (root: string, deviceId: string): string => `${root}/${deviceId}/sys/exe`;
+export const reportLine = (): string => 'report>';
+export const sampleLine = (token: string): string => `sample>token=${token}`;
+export const resetLine = (token: string): string => `resetenergy>token=${token}`;
+
+export interface Ack {
+  verb: string;
+  /** The token named in the acknowledged line, if any. */
+  token: string | null;
+  result: string;
+  reason: string | null;
+}
+
+/**
+ * Parses a `sys/resp` line: `<line without trailing '>'>` + `>` + result, result `failed` may
+ * carry `:<reason>`. Log lines (`log>...`) and anything else give null.
+ */
+export function parseAck(line: string): Ack | null {
+  if (line.startsWith('log>')) return null;
+  const m = /^(report|sample|resetenergy)>(.*)>(ok|failed|applied|unknown|duplicate)(?::(.*))?$/s.exec(line);
+  if (!m) return null;
+  const [, verb, args, result, reason] = m as unknown as [string, string, string, string, string | undefined];
+  const tokenArg = args.split(';').find((part) => part.startsWith('token='));
+  return { verb, token: tokenArg ? tokenArg.slice('token='.length) : null, result, reason: result === 'failed' ? (reason ?? null) : null };
+}
+
+export interface LiveReading {
+  link: string;
+  answered: boolean;
+  voltage_v: number | null;
+  current_a: number | null;
+  power_w: number | null;
+  power_factor: number | null;
+  frequency_hz: number | null;
+  ct_turns: number;
+  age_s: number | null;
+  taken_at: string;
+  took_s: number;
+}
+
+export type LiveOutcome = { token: string; state: 'done'; reading: LiveReading } | { token: string; state: 'failed'; reason: string } | null;
+
+const num = (x: unknown): number | null => (typeof x === 'number' && Number.isFinite(x) ? x : null);
+
+/**
+ * A `<r>/live` answer: a reading (current and power divided by CT turns) or an error.
+ * Returns null when the payload names no token (nothing to match).
+ */
+export function parseLive(payload: Uint8Array, takenAt: Date, requestedAt: (token: string) => Date | undefined): LiveOutcome {
+  let doc: unknown;
+  try {
+    doc = JSON.parse(Buffer.from(payload).toString('utf8'));
+  } catch {
+    return null;
+  }
+  if (doc === null || typeof doc !== 'object' || Array.isArray(doc)) return null;
+  const d = doc as Record<string, unknown>;
+  if (typeof d.token !== 'string' || !isToken(d.token)) return null;
+  if (d.error !== undefined) {
+    const reason = typeof d.error === 'string' && (SAMPLE_FAILURE_REASONS as readonly string[]).includes(d.error) ? d.error : 'rejected';
+    return { token: d.token, state: 'failed', reason };
+  }
+  const link = typeof d.link === 'string' && (LINK_STATES as readonly string[]).includes(d.link) ? d.link : 'unknown';
+  const ct = Number.isInteger(d.ct) && (d.ct as number) >= 1 ? (d.ct as number) : 1;
+  const corrected = (x: unknown): number | null => {
+    const v = num(x);
+    return v === null ? null : round6(v / ct);
+  };
+  const since = requestedAt(d.token);
+  return {
+    token: d.token,
+    state: 'done',
+    reading: {
+      link,
+      answered: link === 'ok',
+      voltage_v: num(d.v),
+      current_a: corrected(d.i),
+      power_w: corrected(d.p),
+      power_factor: num(d.pf),
+      frequency_hz: num(d.f),
+      ct_turns: ct,
+      age_s: num(d.age_s),
+      taken_at: takenAt.toISOString(),
+      took_s: since ? Math.max(0, Math.round(takenAt.getTime() - since.getTime()) / 1000) : 0,
+    },
+  };
+}

@@ -1,0 +1,123 @@
+import type { JsMsg } from 'nats';
+import type { Logger } from '@fleet/service-kit';
+import { parseRecord, type ParsedRecord } from '../domain/record';
+import { parseAck, parseLive } from '../domain/requests';
+import { ingestRecords } from '../store/ingest';
+import type { MeterDb } from '../store/prisma';
+import { noteUnmatchedRejection, sampleRequestedAt, settleReset, settleSample } from '../store/requests';
+
+const DEVICE_ID = /^[0-9A-F]{12}$/;
+/** Deliveries after which a message that fails on its own is dropped. */
+const MAX_DELIVERIES = 10;
+
+export interface DeviceInMessage {
+  deviceId: string;
+  /** Topic levels after `<root>/<device_id>/`, joined by '.' (e.g. `iv`, `live`, `sys.resp`). */
+  kind: string;
+  payload: Uint8Array;
+  receivedAt: Date;
+}
+
+/** Reads a DEVICE_IN message: `<prefix>dev.in.meter.<device_id>.<levels>`; null for anything else. */
+export function readDeviceIn(subject: string, prefix: string, payload: Uint8Array, receivedAtHeader: string | undefined, now = new Date()): DeviceInMessage | null {
+  if (!subject.startsWith(prefix)) return null;
+  const parts = subject.slice(prefix.length).split('.');
+  if (parts.length < 5 || parts[0] !== 'dev' || parts[1] !== 'in' || parts[2] !== 'meter') return null;
+  const deviceId = parts[3] as string;
+  if (!DEVICE_ID.test(deviceId)) return null;
+  const at = receivedAtHeader ? Date.parse(receivedAtHeader) : Number.NaN;
+  return { deviceId, kind: parts.slice(4).join('.'), payload, receivedAt: Number.isFinite(at) ? new Date(at) : now };
+}
+
+/**
+ * Handles a batch from DEVICE_IN: interval records are stored in one transaction; live
+ * answers and acknowledgements settle sample and reset requests. When the batch fails as a
+ * whole, every message is tried alone: one that still fails while others succeed is poison
+ * and is returned (terminated, logged) so it never blocks the records behind it; when every
+ * message fails the store is down and the batch is redelivered.
+ */
+export function deviceInProcessor(db: MeterDb, prefix: string, logger: Logger) {
+  async function handle(messages: DeviceInMessage[]): Promise<void> {
+    const records: ParsedRecord[] = [];
+    const others: DeviceInMessage[] = [];
+    for (const m of messages) {
+      if (m.kind === 'iv') records.push(parseRecord(m.deviceId, m.payload, m.receivedAt));
+      else if (m.kind === 'live' || m.kind === 'sys.resp') others.push(m);
+    }
+    if (records.length > 0) {
+      const result = await ingestRecords(db, records);
+      logger.debug({ ...result, batch: records.length }, 'interval records ingested');
+    }
+    for (const m of others) {
+      if (m.kind === 'live') await onLive(m);
+      else await onAck(m);
+    }
+  }
+
+  async function onLive(m: DeviceInMessage): Promise<void> {
+    let requestedAt: Date | undefined;
+    const token = tokenOf(m.payload);
+    if (token) requestedAt = await sampleRequestedAt(db, m.deviceId, token);
+    const outcome = parseLive(m.payload, m.receivedAt, () => requestedAt);
+    if (!outcome) return;
+    await settleSample(db, m.deviceId, outcome.token, outcome.state === 'done' ? { state: 'done', reading: outcome.reading } : { state: 'failed', reason: outcome.reason }, m.receivedAt);
+  }
+
+  async function onAck(m: DeviceInMessage): Promise<void> {
+    const ack = parseAck(Buffer.from(m.payload).toString('utf8'));
+    if (!ack) return;
+    if (ack.verb === 'resetenergy') {
+      if (ack.token) await settleReset(db, m.deviceId, ack.token, ack.result, ack.reason, m.receivedAt);
+      else if (ack.result === 'failed') await noteUnmatchedRejection(db, m.deviceId, ack.reason, m.receivedAt);
+    } else if (ack.verb === 'sample' && ack.token && ack.result === 'failed') {
+      // The meter refused the request line itself (e.g. an unreadable token).
+      await settleSample(db, m.deviceId, ack.token, { state: 'failed', reason: 'rejected' }, m.receivedAt);
+    }
+  }
+
+  return async function process(batch: JsMsg[]): Promise<Set<JsMsg>> {
+    const now = new Date();
+    const read = new Map<JsMsg, DeviceInMessage>();
+    for (const msg of batch) {
+      const m = readDeviceIn(msg.subject, prefix, msg.data, msg.headers?.get('Received-At') || undefined, now);
+      if (m) read.set(msg, m);
+    }
+    try {
+      await handle([...read.values()]);
+      return new Set();
+    } catch (err) {
+      if (read.size <= 1) {
+        const [only] = read.keys();
+        // A lone message that keeps failing must not hold the stream forever.
+        if (only && only.info.redeliveryCount >= MAX_DELIVERIES) {
+          logger.error({ err: (err as Error).message, subject: only.subject, seq: only.seq }, 'device message could not be stored; dropped');
+          return new Set([only]);
+        }
+        throw err;
+      }
+      logger.warn({ err: (err as Error).message, count: read.size }, 'batch failed; trying its messages one by one');
+    }
+    const poison = new Set<JsMsg>();
+    let lastErr: unknown;
+    for (const [msg, m] of read) {
+      try {
+        await handle([m]);
+      } catch (err) {
+        lastErr = err;
+        poison.add(msg);
+      }
+    }
+    if (poison.size === read.size) throw lastErr;
+    for (const msg of poison) logger.error({ subject: msg.subject, seq: msg.seq }, 'device message could not be stored; dropped');
+    return poison;
+  };
+}
+
+function tokenOf(payload: Uint8Array): string | undefined {
+  try {
+    const doc = JSON.parse(Buffer.from(payload).toString('utf8')) as { token?: unknown };
+    return typeof doc?.token === 'string' ? doc.token : undefined;
+  } catch {
+    return undefined;
+  }
+}

@@ -1,0 +1,132 @@
+import type { RequestEnvelope } from '@fleet/contracts';
+import { ConflictError, NotFoundError, RateLimitedError, ServiceUnavailableError, fromEnvelopeError, type Bus, type HandlerResult } from '@fleet/service-kit';
+import { isToken, newToken, reportLine, resetLine, SAMPLE_TIMEOUT_S, sampleLine, sysExeTopic } from '../domain/requests';
+import type { MeterDb } from '../store/prisma';
+import { createReset, createSample, deleteReset, deleteSample, readReset, readSample, releaseSampleSlot, takeSampleSlot } from '../store/requests';
+import { meterOf } from './reads';
+
+export interface RequestDeps {
+  db: MeterDb;
+  bus: Bus;
+  topicRoot: string;
+  /** Subject prefix of the bridge and registry subjects (tests isolate themselves with it). */
+  subjectPrefix: string;
+  requestTimeoutMs: number;
+}
+
+interface Published {
+  topic: string;
+  payload: string;
+  sent_at: string;
+}
+
+/** Publishes through the bridge: answered once the broker took it, else 503 publish_failed. */
+async function publish(deps: RequestDeps, req: RequestEnvelope, topic: string, payload: string): Promise<Published> {
+  let reply;
+  try {
+    reply = await deps.bus.request(
+      `${deps.subjectPrefix}bridge.message.publish`,
+      { request_id: req.request_id, params: {}, query: {}, body: { topic, payload, qos: 2, retain: false } },
+      { timeoutMs: deps.requestTimeoutMs },
+    );
+  } catch {
+    throw new ServiceUnavailableError('The command could not be handed to the device broker.', 'publish_failed');
+  }
+  if (!reply.ok) {
+    const err = fromEnvelopeError(reply.error);
+    if (err.status >= 500) throw new ServiceUnavailableError('The command could not be handed to the device broker.', 'publish_failed');
+    throw err;
+  }
+  const body = reply.body as Partial<Published> | undefined;
+  return { topic, payload, sent_at: typeof body?.sent_at === 'string' ? body.sent_at : new Date().toISOString() };
+}
+
+interface Connectivity {
+  status: string | null;
+  status_changed_at: string | null;
+  last_seen_at: string | null;
+}
+
+/** The meter's connectivity from the registry (`registry.device.connectivity`). */
+async function connectivityOf(deps: RequestDeps, req: RequestEnvelope, deviceId: string): Promise<Connectivity> {
+  const reply = await deps.bus.request(
+    `${deps.subjectPrefix}registry.device.connectivity`,
+    { request_id: req.request_id, params: {}, query: {}, body: { device_id: deviceId } },
+    { timeoutMs: deps.requestTimeoutMs },
+  );
+  if (!reply.ok) throw fromEnvelopeError(reply.error);
+  const b = (reply.body ?? {}) as Record<string, unknown>;
+  const str = (x: unknown): string | null => (typeof x === 'string' ? x : null);
+  return { status: str(b.status), status_changed_at: str(b.status_changed_at), last_seen_at: str(b.last_seen_at) };
+}
+
+const location = (deviceId: string, what: 'sample' | 'resetenergy', token: string): string => `/v1/meter/devices/${deviceId}/${what}/${token}`;
+
+export async function sendReport(deps: RequestDeps, req: RequestEnvelope): Promise<HandlerResult> {
+  const deviceId = meterOf(req);
+  const sent = await publish(deps, req, sysExeTopic(deps.topicRoot, deviceId), reportLine());
+  return { status: 202, body: { ...sent, command: 'report' } };
+}
+
+export async function requestSample(deps: RequestDeps, req: RequestEnvelope): Promise<HandlerResult> {
+  const deviceId = meterOf(req);
+  const link = await connectivityOf(deps, req, deviceId);
+  if (link.status !== 'connected') {
+    throw new ConflictError('The meter is not connected; nothing was sent.', 'device_offline', { ...link });
+  }
+  const slot = await takeSampleSlot(deps.db, deviceId);
+  if ('retryAfterS' in slot) throw new RateLimitedError('At most one live reading per meter every 10 seconds; honor Retry-After.', slot.retryAfterS);
+  const token = newToken('s');
+  await createSample(deps.db, token, deviceId, slot.requestedAt);
+  try {
+    await publish(deps, req, sysExeTopic(deps.topicRoot, deviceId), sampleLine(token));
+  } catch (err) {
+    await deleteSample(deps.db, token).catch(() => undefined);
+    await releaseSampleSlot(deps.db, deviceId, slot.requestedAt).catch(() => undefined);
+    throw err;
+  }
+  return {
+    status: 202,
+    headers: { Location: location(deviceId, 'sample', token) },
+    body: { device_id: deviceId, token, state: 'pending', requested_at: slot.requestedAt.toISOString(), timeout_s: SAMPLE_TIMEOUT_S },
+  };
+}
+
+export async function getSample(deps: RequestDeps, req: RequestEnvelope): Promise<HandlerResult> {
+  const deviceId = meterOf(req);
+  const token = req.params.token ?? '';
+  const view = isToken(token) ? await readSample(deps.db, deviceId, token) : null;
+  if (!view) throw new NotFoundError('No live reading with that token for this device.');
+  return { body: { ...view } };
+}
+
+export async function requestReset(deps: RequestDeps, req: RequestEnvelope): Promise<HandlerResult> {
+  const deviceId = meterOf(req);
+  if ((req.body as { confirm?: unknown } | undefined)?.confirm !== deviceId) {
+    throw new ConflictError("An energy reset is irreversible: send 'confirm' equal to the device id.", 'confirmation_required');
+  }
+  const token = newToken('r');
+  const requestedAt = new Date();
+  await createReset(deps.db, token, deviceId, requestedAt);
+  let sent: Published;
+  try {
+    sent = await publish(deps, req, sysExeTopic(deps.topicRoot, deviceId), resetLine(token));
+  } catch (err) {
+    await deleteReset(deps.db, token).catch(() => undefined);
+    throw err;
+  }
+  return {
+    status: 202,
+    headers: { Location: location(deviceId, 'resetenergy', token) },
+    body: { ...sent, command: 'resetenergy', device_id: deviceId, token, state: 'pending', requested_at: requestedAt.toISOString() },
+  };
+}
+
+export async function getReset(deps: RequestDeps, req: RequestEnvelope): Promise<HandlerResult> {
+  const deviceId = meterOf(req);
+  const token = req.params.token ?? '';
+  const view = isToken(token) ? await readReset(deps.db, deviceId, token) : null;
+  if (!view) throw new NotFoundError('No energy reset with that token for this device.');
+  return { body: view };
+}
+

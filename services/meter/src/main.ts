@@ -1,0 +1,50 @@
+import { ensureDatabase, migrate } from '@fleet/db';
+import { ServiceRuntime } from '@fleet/service-kit';
+import { meterFilter, readMeterConfig } from './config';
+import { DurablePullConsumer } from './handlers/consumer';
+import { deviceInProcessor } from './handlers/device-in';
+import { serveMeter } from './handlers/serve';
+import { MIGRATIONS_DIR } from './migrations';
+import { openMeterDb } from './store/prisma';
+
+async function main(): Promise<void> {
+  const config = readMeterConfig();
+  const runtime = await ServiceRuntime.start({ service: 'meter', config });
+  const { logger, bus } = runtime;
+
+  await ensureDatabase(config.DATABASE_URL);
+  await migrate(config.DATABASE_URL, MIGRATIONS_DIR, { logger });
+  const db = openMeterDb(config.DATABASE_URL, config.DATABASE_POOL_MAX);
+  runtime.onClose(() => db.$disconnect());
+
+  serveMeter(
+    bus,
+    db,
+    {
+      db,
+      bus,
+      topicRoot: config.METER_TOPIC_ROOT,
+      subjectPrefix: config.SUBJECT_PREFIX,
+      requestTimeoutMs: config.DOWNSTREAM_TIMEOUT_MS,
+    },
+    config.SUBJECT_PREFIX,
+  );
+
+  const ingest = new DurablePullConsumer(bus.connection, {
+    stream: config.DEVICE_IN_STREAM,
+    durable: config.METER_CONSUMER,
+    filterSubject: meterFilter(config),
+    batch: config.INGEST_BATCH,
+    ackWaitS: config.INGEST_ACK_WAIT_SECONDS,
+    process: deviceInProcessor(db, config.SUBJECT_PREFIX, logger.child({ component: 'ingest' })),
+    logger: logger.child({ component: 'ingest' }),
+  });
+  ingest.start();
+  runtime.onClose(() => ingest.stop(), 'intake');
+  runtime.ready({ stream: config.DEVICE_IN_STREAM, consumer: config.METER_CONSUMER });
+}
+
+main().catch((err) => {
+  console.error('meter failed to start:', err);
+  process.exit(1);
+});

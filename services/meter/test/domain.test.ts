@@ -1,0 +1,336 @@
+import { ValidationError } from '@fleet/service-kit';
+import { bucketsFor, energyPoints, energyTotal, parseZone } from '../src/domain/energy';
+import { decodeCursor, encodeCursor, parseTime, planIntervals } from '../src/domain/query';
+import { deriveFields, parseRecord, QUARANTINE_REASONS } from '../src/domain/record';
+import { parseAck, parseLive } from '../src/domain/requests';
+import { summarizeRows, type SummaryRow } from '../src/domain/summary';
+import { recordView, type RecordRow } from '../src/domain/view';
+
+const DEV = '0123456789AB';
+const RECEIVED = new Date('2026-06-01T12:00:05Z');
+const enc = (x: unknown): Uint8Array => Buffer.from(typeof x === 'string' ? x : JSON.stringify(x));
+const good = {
+  sid: '0a1b2c3d',
+  seq: 42,
+  start: Date.parse('2026-06-01T11:45:00Z') / 1000,
+  clock: 'synced',
+  dur: 900,
+  n: 900,
+  err: 0,
+  v: [230.1, 228.4, 231.9],
+  i: [1.21, 0.02, 3.5],
+  p: [276.0, 2.0, 801.0],
+  f: [50.0, 49.9, 50.1],
+  pf: [0.97, 0.5, 0.99],
+  e: [123456.7, 123525.6],
+  ct: 1,
+  alarms: 0,
+  partial: false,
+};
+
+describe('interval record parsing', () => {
+  it('keeps a good record, device time, values as sent with CT 1', () => {
+    const r = parseRecord(DEV, enc(good), RECEIVED);
+    expect(r.quarantined).toBe(false);
+    expect(r.quarantineReason).toBeNull();
+    expect(r.timeQuality).toBe('device');
+    expect(r.startAt?.toISOString()).toBe('2026-06-01T11:45:00.000Z');
+    expect(r.v).toEqual({ avg: 230.1, min: 228.4, max: 231.9 });
+    expect(r.p).toEqual({ avg: 276, min: 2, max: 801 });
+    expect(r.ctTurns).toBe(1);
+  });
+
+  it('divides current, power and energy by CT turns and rounds to 6 decimals', () => {
+    const r = parseRecord(DEV, enc({ ...good, ct: 3, i: [1, 0.5, 2], p: [100, 10, 200] }), RECEIVED);
+    expect(r.i).toEqual({ avg: 0.333333, min: 0.166667, max: 0.666667 });
+    expect(r.p).toEqual({ avg: 33.333333, min: 3.333333, max: 66.666667 });
+    expect(r.v).toEqual({ avg: 230.1, min: 228.4, max: 231.9 });
+    const view = recordView(rowOf(r));
+    expect(view.energy_wh).toEqual({ first: 41152.233333, last: 41175.2 });
+    expect(view.ct_turns).toBe(3);
+  });
+
+  it('treats an absent ct as 1', () => {
+    const { ct: _ct, ...noCt } = good;
+    expect(parseRecord(DEV, enc(noCt), RECEIVED).ctTurns).toBe(1);
+  });
+
+  it('derives the start of a free-running clock from the receive time and uptimes', () => {
+    const { start: _s, ...rest } = good;
+    const r = parseRecord(DEV, enc({ ...rest, clock: 'free', start: null, up: 1000, up_now: 1905 }), RECEIVED);
+    expect(r.quarantined).toBe(false);
+    expect(r.timeQuality).toBe('derived');
+    expect(r.startAt?.toISOString()).toBe(new Date(RECEIVED.getTime() - 905_000).toISOString());
+  });
+
+  it('has no start when the clock is none', () => {
+    const r = parseRecord(DEV, enc({ ...good, clock: 'none', start: null }), RECEIVED);
+    expect(r.quarantined).toBe(false);
+    expect(r.timeQuality).toBe('unknown');
+    expect(r.startAt).toBeNull();
+  });
+
+  it('has no stats when there were no good reads', () => {
+    const r = parseRecord(DEV, enc({ ...good, n: 0, err: 900, v: null, i: null, p: null, f: null, pf: null, e: null }), RECEIVED);
+    expect(r.quarantined).toBe(false);
+    expect(r.v).toBeNull();
+    expect(r.eFirstRaw).toBeNull();
+  });
+
+  const cases: Array<[string, unknown, string]> = [
+    ['not JSON', `${JSON.stringify(good).slice(0, 40)}\u0000garbage`, 'malformed_payload'],
+    ['a JSON array', [1, 2], 'malformed_payload'],
+    ['no sid', { ...good, sid: undefined }, 'invalid_identity'],
+    ['a string seq', { ...good, seq: '42' }, 'invalid_identity'],
+    ['string numbers', { ...good, v: ['230.1', '228.4', '231.9'] }, 'malformed_fields'],
+    ['a stat of two numbers', { ...good, p: [1, 2] }, 'malformed_fields'],
+    ['ct zero', { ...good, ct: 0 }, 'unusable_ct_turns'],
+    ['ct fractional', { ...good, ct: 1.5 }, 'unusable_ct_turns'],
+    ['an unknown clock', { ...good, clock: 'gps' }, 'invalid_clock'],
+    ['synced without a start', { ...good, start: null }, 'invalid_clock'],
+    ['negative voltage', { ...good, v: [-231.5, -240, -220] }, 'impossible_values'],
+    ['power factor above one', { ...good, pf: [1.7, 1.2, 2.5] }, 'impossible_values'],
+    ['min above max', { ...good, f: [50, 51, 49] }, 'impossible_values'],
+    ['more reads than seconds', { ...good, n: 1000 }, 'reads_exceed_duration'],
+    ['a start in the future', { ...good, start: RECEIVED.getTime() / 1000 + 3600 }, 'start_in_future'],
+  ];
+  it.each(cases)('quarantines %s', (_what, payload, reason) => {
+    const r = parseRecord(DEV, enc(payload), RECEIVED);
+    expect(r.quarantined).toBe(true);
+    expect(r.quarantineReason).toBe(reason);
+    expect(QUARANTINE_REASONS).toContain(reason);
+    expect([r.v, r.i, r.p, r.f, r.pf, r.eFirstRaw]).toEqual([null, null, null, null, null, null]);
+  });
+
+  it('keys a record without identity by its payload, so a repeat is the same record', () => {
+    const a = parseRecord(DEV, enc('garbage'), RECEIVED);
+    const b = parseRecord(DEV, enc('garbage'), RECEIVED);
+    const c = parseRecord(DEV, enc('other garbage'), RECEIVED);
+    expect(a.sid).toBe(b.sid);
+    expect(a.sid).not.toBe(c.sid);
+    expect(a.seq).toBe(-1);
+    const view = recordView(rowOf(a));
+    expect(view.sid).toBeNull();
+    expect(view.seq).toBeNull();
+  });
+
+  it('shows a quarantined record with an unusable CT as ct_turns null', () => {
+    const r = parseRecord(DEV, enc({ ...good, ct: 0 }), RECEIVED);
+    expect(r.ctTurns).toBeNull();
+    expect(r.startAt?.toISOString()).toBe('2026-06-01T11:45:00.000Z');
+  });
+});
+
+describe('flags from the previous record', () => {
+  const rec = (first: number, last: number, ct = 1) => ({ quarantined: false, eFirstRaw: first, eLastRaw: last, ctTurns: ct });
+  it('uses last - first divided by CT turns', () => {
+    expect(deriveFields(rec(100, 160, 2), { eLastRaw: 99, ctTurns: 2 })).toEqual({ energyReset: false, meterReconfigured: false, energyUsedWh: 30 });
+  });
+  it('flags a reset when the counter went backwards since the previous record', () => {
+    expect(deriveFields(rec(0.5, 20), { eLastRaw: 5000, ctTurns: 1 })).toEqual({ energyReset: true, meterReconfigured: false, energyUsedWh: 19.5 });
+  });
+  it('flags a reset inside the record and counts from zero', () => {
+    expect(deriveFields(rec(5000, 12), { eLastRaw: 4990, ctTurns: 1 })).toEqual({ energyReset: true, meterReconfigured: false, energyUsedWh: 12 });
+  });
+  it('never reports a CT change as a reset', () => {
+    expect(deriveFields(rec(1000, 1300, 3), { eLastRaw: 999, ctTurns: 1 })).toEqual({ energyReset: false, meterReconfigured: true, energyUsedWh: 100 });
+  });
+  it('has no flags for the first record of a stream', () => {
+    expect(deriveFields(rec(10, 20), null)).toEqual({ energyReset: false, meterReconfigured: false, energyUsedWh: 10 });
+  });
+});
+
+describe('times and cursors', () => {
+  it('reads ISO 8601 and epoch seconds', () => {
+    expect(parseTime('2026-06-01T12:00:00Z', 'start').toISOString()).toBe('2026-06-01T12:00:00.000Z');
+    expect(parseTime('2026-06-01T14:00:00+02:00', 'start').toISOString()).toBe('2026-06-01T12:00:00.000Z');
+    expect(parseTime('1780315200', 'start').toISOString()).toBe('2026-06-01T12:00:00.000Z');
+    expect(() => parseTime('yesterday', 'start')).toThrow(ValidationError);
+    expect(() => parseTime('2026-13-01T00:00:00Z', 'end')).toThrow("invalid 'end'");
+  });
+
+  it('round-trips URL-safe cursors and refuses another device’s or a tampered one', () => {
+    const c = encodeCursor({ m: 's', d: DEV, s: 1, e: 2, u: false, k: [1000, '0a1b2c3d', 7] });
+    expect(c).toMatch(/^[A-Za-z0-9_-]+$/);
+    expect(decodeCursor(c, DEV)).toEqual({ m: 's', d: DEV, s: 1, e: 2, u: false, k: [1000, '0a1b2c3d', 7] });
+    expect(() => decodeCursor(c, 'FFFFFFFFFFFF')).toThrow("invalid 'cursor'");
+    expect(() => decodeCursor(`${c}x`, DEV)).toThrow("invalid 'cursor'");
+    expect(() => decodeCursor('not a cursor!', DEV)).toThrow("invalid 'cursor'");
+  });
+
+  const now = new Date('2026-06-02T00:00:00Z');
+  it('defaults to the 24 hours before now, limit 200', () => {
+    const plan = planIntervals({}, DEV, now);
+    expect(plan).toEqual({ mode: 'start', window: { start: new Date('2026-06-01T00:00:00Z'), end: now }, unknownTime: false, after: null, limit: 200 });
+  });
+
+  it('takes the window from the cursor and refuses different values beside it', () => {
+    const cursor = encodeCursor({ m: 's', d: DEV, s: Date.parse('2026-05-01T00:00:00Z'), e: Date.parse('2026-05-02T00:00:00Z'), u: false, k: [1, 'a', 1] });
+    const plan = planIntervals({ cursor }, DEV, now);
+    expect(plan.mode === 'start' && plan.window.start.toISOString()).toBe('2026-05-01T00:00:00.000Z');
+    expect(planIntervals({ cursor, start: '2026-05-01T00:00:00Z', end: String(Date.parse('2026-05-02T00:00:00Z') / 1000) }, DEV, now).mode).toBe('start');
+    expect(() => planIntervals({ cursor, start: '2026-05-01T00:00:01Z' }, DEV, now)).toThrow("invalid 'start'");
+    expect(() => planIntervals({ cursor, unknown_time: 'true' }, DEV, now)).toThrow("invalid 'unknown_time'");
+    expect(() => planIntervals({ cursor, received_since: '2026-05-01T00:00:00Z' }, DEV, now)).toThrow(ValidationError);
+  });
+
+  it('refuses mixed modes, a range over the cap and bad limits', () => {
+    expect(() => planIntervals({ received_since: '2026-05-01T00:00:00Z', start: '2026-05-01T00:00:00Z' }, DEV, now)).toThrow(ValidationError);
+    const bookmark = encodeCursor({ m: 'r', d: DEV, ep: 'x', a: 5 });
+    expect(() => planIntervals({ cursor: bookmark, unknown_time: 'false' }, DEV, now)).toThrow(ValidationError);
+    expect(planIntervals({ cursor: bookmark, received_since: 'ignored' }, DEV, now)).toEqual({ mode: 'received', receivedSince: null, afterArrival: 5, epoch: 'x', limit: 200 });
+    expect(() => planIntervals({ start: '2025-01-01T00:00:00Z', end: '2026-06-01T00:00:00Z' }, DEV, now)).toThrow('366 days');
+    expect(() => planIntervals({ limit: '1001' }, DEV, now)).toThrow("invalid 'limit'");
+    expect(() => planIntervals({ limit: '0' }, DEV, now)).toThrow("invalid 'limit'");
+    expect(() => planIntervals({ start: '2026-06-01T00:00:00Z', end: '2026-06-01T00:00:00Z' }, DEV, now)).toThrow(ValidationError);
+  });
+});
+
+describe('energy buckets', () => {
+  const hours = (b: { start: number; end: number }) => (b.end - b.start) / 3_600_000;
+
+  it('makes a 23-hour and a 25-hour day in Europe/Berlin', () => {
+    const spring = bucketsFor(new Date('2026-03-28T23:00:00Z'), new Date('2026-03-30T22:00:00Z'), 'day', 'Europe/Berlin');
+    expect(spring.map((b) => b.label)).toEqual(['2026-03-29T00:00:00+01:00', '2026-03-30T00:00:00+02:00']);
+    expect(spring.map(hours)).toEqual([23, 24]);
+    const autumn = bucketsFor(new Date('2026-10-24T22:00:00Z'), new Date('2026-10-25T23:00:00Z'), 'day', 'Europe/Berlin');
+    expect(autumn.map((b) => b.label)).toEqual(['2026-10-25T00:00:00+02:00']);
+    expect(autumn.map(hours)).toEqual([25]);
+  });
+
+  it('makes a 23-hour and a 25-hour day in America/New_York', () => {
+    const spring = bucketsFor(new Date('2026-03-08T05:00:00Z'), new Date('2026-03-09T04:00:00Z'), 'day', 'America/New_York');
+    expect(spring.map((b) => [b.label, hours(b)])).toEqual([['2026-03-08T00:00:00-05:00', 23]]);
+    const autumn = bucketsFor(new Date('2026-11-01T04:00:00Z'), new Date('2026-11-02T05:00:00Z'), 'day', 'America/New_York');
+    expect(autumn.map((b) => [b.label, hours(b)])).toEqual([['2026-11-01T00:00:00-04:00', 25]]);
+  });
+
+  it('has 25 hour buckets on the autumn day, the repeated hour written with each offset', () => {
+    const b = bucketsFor(new Date('2026-10-24T22:00:00Z'), new Date('2026-10-25T23:00:00Z'), 'hour', 'Europe/Berlin');
+    expect(b).toHaveLength(25);
+    expect(b.every((x) => hours(x) === 1)).toBe(true);
+    expect(b.slice(2, 5).map((x) => x.label)).toEqual(['2026-10-25T02:00:00+02:00', '2026-10-25T02:00:00+01:00', '2026-10-25T03:00:00+01:00']);
+  });
+
+  it('aligns hours of a half-hour zone to its local hours', () => {
+    const b = bucketsFor(new Date('2026-06-01T00:00:00Z'), new Date('2026-06-01T02:00:00Z'), 'hour', 'Asia/Kolkata');
+    expect(b.map((x) => new Date(x.start).toISOString())).toEqual(['2026-05-31T23:30:00.000Z', '2026-06-01T00:30:00.000Z', '2026-06-01T01:30:00.000Z']);
+    expect(b[0]?.label).toBe('2026-06-01T05:00:00+05:30');
+  });
+
+  it('uses UTC without a zone and refuses 2000 buckets or more', () => {
+    const b = bucketsFor(new Date('2026-06-01T00:30:00Z'), new Date('2026-06-01T02:00:00Z'), 'hour', undefined);
+    expect(b.map((x) => x.label)).toEqual(['2026-06-01T00:00:00Z', '2026-06-01T01:00:00Z']);
+    expect(bucketsFor(new Date(0), new Date(1999 * 3_600_000), 'hour', undefined)).toHaveLength(1999);
+    expect(() => bucketsFor(new Date(0), new Date(2000 * 3_600_000), 'hour', undefined)).toThrow(ValidationError);
+    expect(() => parseZone('Mars/Olympus')).toThrow("invalid 'tz'");
+    expect(parseZone('Europe/Berlin')).toBe('Europe/Berlin');
+  });
+
+  it('writes null energy for buckets without a counter reading and a null total without any', () => {
+    const b = bucketsFor(new Date('2026-06-01T00:00:00Z'), new Date('2026-06-01T03:00:00Z'), 'hour', undefined);
+    expect(energyPoints(b, [{ index: 1, energyWh: 12.3456789, intervals: 2, resets: 1 }])).toEqual([
+      { start_at: '2026-06-01T00:00:00Z', energy_wh: null, reset: false },
+      { start_at: '2026-06-01T01:00:00Z', energy_wh: 12.345679, reset: true },
+      { start_at: '2026-06-01T02:00:00Z', energy_wh: null, reset: false },
+    ]);
+    expect(energyTotal({ energyWh: null, intervals: 0, resets: 0 }, 3)).toBeNull();
+    expect(energyTotal({ energyWh: 0, intervals: 4, resets: 0 }, 3)).toEqual({ energy_wh: 0, resets: 0, intervals: 4, buckets: 3 });
+  });
+});
+
+describe('summary arithmetic', () => {
+  const row = (over: Partial<SummaryRow> & { p?: [number, number, number]; pf?: [number, number, number] | null }): SummaryRow => {
+    const st = (t: [number, number, number] | null | undefined) => (t ? { avg: t[0], min: t[1], max: t[2] } : null);
+    return {
+      quarantined: false,
+      durationS: 900,
+      readsN: 900,
+      ctTurns: 1,
+      stats: { voltage_v: st([230, 229, 231]), current_a: st([1, 0.5, 2]), power_w: st(over.p ?? [200, 100, 300]), frequency_hz: st([50, 49.9, 50.1]), power_factor: st(over.pf === undefined ? [0.9, 0.8, 1] : over.pf) },
+      ...over,
+    };
+  };
+  it('weights averages by duration and takes extremes', () => {
+    const s = summarizeRows([row({ durationS: 900, p: [100, 50, 150] }), row({ durationS: 300, p: [400, 390, 410] })]);
+    // (100*900 + 400*300) / 1200 = 175
+    expect(s.power_w).toEqual({ avg: 175, min: 50, max: 410, intervals: 2, seconds: 1200 });
+    expect(s.coverage).toEqual({ records: 2, quarantined: 0, seconds: 1200 });
+  });
+  it('leaves out quarantined, zero-read and zero-duration records, and pf without a load', () => {
+    const s = summarizeRows([
+      row({ quarantined: true, durationS: 900 }),
+      row({ readsN: 0 }),
+      row({ durationS: 0 }),
+      row({ p: [1, 0.5, 2.4], ctTurns: 2, pf: [0.5, 0.4, 0.6] }), // 2.4 x 2 = 4.8 W: no load
+      row({ p: [1, 0.5, 2.5], ctTurns: 2, pf: [0.7, 0.6, 0.8] }), // 5 W: load
+    ]);
+    expect(s.coverage).toEqual({ records: 5, quarantined: 1, seconds: 2700 });
+    expect(s.power_factor).toEqual({ avg: 0.7, min: 0.6, max: 0.8, intervals: 1, seconds: 900 });
+    expect(s.voltage_v?.intervals).toBe(2);
+    expect(summarizeRows([]).voltage_v).toBeNull();
+  });
+});
+
+describe('acknowledgements and live answers', () => {
+  it('parses reset acknowledgements with and without a readable token', () => {
+    expect(parseAck('resetenergy>token=r_1>ok')).toEqual({ verb: 'resetenergy', token: 'r_1', result: 'ok', reason: null });
+    expect(parseAck('resetenergy>token=r_1>duplicate')).toEqual({ verb: 'resetenergy', token: 'r_1', result: 'duplicate', reason: null });
+    expect(parseAck('resetenergy>token=r_1>failed:locked')).toEqual({ verb: 'resetenergy', token: 'r_1', result: 'failed', reason: 'locked' });
+    expect(parseAck('resetenergy>>failed:unreadable token')).toEqual({ verb: 'resetenergy', token: null, result: 'failed', reason: 'unreadable token' });
+    expect(parseAck('log>booted')).toBeNull();
+    expect(parseAck('query>ok')).toBeNull();
+  });
+
+  it('corrects a live reading for CT turns and keeps errors as reasons', () => {
+    const at = new Date('2026-06-01T00:00:01.250Z');
+    const out = parseLive(enc({ token: 't_1', link: 'ok', v: 230.2, i: 2.6, p: 580, pf: 0.97, f: 50, ct: 2, age_s: 0.4 }), at, () => new Date('2026-06-01T00:00:00Z'));
+    expect(out).toEqual({
+      token: 't_1',
+      state: 'done',
+      reading: { link: 'ok', answered: true, voltage_v: 230.2, current_a: 1.3, power_w: 290, power_factor: 0.97, frequency_hz: 50, ct_turns: 2, age_s: 0.4, taken_at: at.toISOString(), took_s: 1.25 },
+    });
+    expect(parseLive(enc({ token: 't_1', error: 'busy' }), at, () => undefined)).toEqual({ token: 't_1', state: 'failed', reason: 'busy' });
+    expect(parseLive(enc({ token: 't_1', link: 'timeout', v: null }), at, () => undefined)).toMatchObject({ reading: { link: 'timeout', answered: false, voltage_v: null } });
+    expect(parseLive(enc('junk'), at, () => undefined)).toBeNull();
+  });
+});
+
+function rowOf(r: ReturnType<typeof parseRecord>): RecordRow {
+  const d = deriveFields(r, null);
+  return {
+    arrival_seq: 1,
+    sid: r.sid,
+    seq: r.seq,
+    start_at: r.startAt,
+    time_quality: r.timeQuality,
+    duration_s: r.durationS,
+    reads_n: r.readsN,
+    reads_err: r.readsErr,
+    v_avg: r.v?.avg ?? null,
+    v_min: r.v?.min ?? null,
+    v_max: r.v?.max ?? null,
+    i_avg: r.i?.avg ?? null,
+    i_min: r.i?.min ?? null,
+    i_max: r.i?.max ?? null,
+    p_avg: r.p?.avg ?? null,
+    p_min: r.p?.min ?? null,
+    p_max: r.p?.max ?? null,
+    f_avg: r.f?.avg ?? null,
+    f_min: r.f?.min ?? null,
+    f_max: r.f?.max ?? null,
+    pf_avg: r.pf?.avg ?? null,
+    pf_min: r.pf?.min ?? null,
+    pf_max: r.pf?.max ?? null,
+    e_first_raw: r.eFirstRaw,
+    e_last_raw: r.eLastRaw,
+    ct_turns: r.ctTurns,
+    alarm_reads: r.alarmReads,
+    partial: r.partial,
+    energy_reset: d.energyReset,
+    meter_reconfigured: d.meterReconfigured,
+    quarantined: r.quarantined,
+    quarantine_reason: r.quarantineReason,
+    received_at: r.receivedAt,
+  };
+}

@@ -1,0 +1,247 @@
+/**
+ * Ingest from a real JetStream stream (unique name and subject prefix) into a real Postgres
+ * database, then the read routes' handlers over what was stored: both listing modes, the
+ * summary and energy answers computed independently here, clears.
+ */
+import type { JetStreamClient } from 'nats';
+import type { Bus } from '@fleet/service-kit';
+import { randomDeviceId, uniqueId, waitFor } from '@fleet/test-kit';
+import { DurablePullConsumer } from '../src/handlers/consumer';
+import { deviceInProcessor } from '../src/handlers/device-in';
+import { getEnergy, getSummary, listIntervals } from '../src/handlers/reads';
+import { clearDevice } from '../src/store/records';
+import { connectBus, createStream, createTestDb, deviceSends, envelope, logger, makeRecord, randomSid, type TestDb } from './support';
+
+let testDb: TestDb;
+let bus: Bus;
+let js: JetStreamClient;
+let stream: Awaited<ReturnType<typeof createStream>>;
+const workers: DurablePullConsumer[] = [];
+
+beforeAll(async () => {
+  testDb = await createTestDb();
+  bus = await connectBus();
+  stream = await createStream(bus.connection);
+  js = bus.connection.jetstream();
+  const durable = uniqueId('meter-ingest-');
+  // Two replicas share the durable consumer.
+  for (let i = 0; i < 2; i++) {
+    const w = new DurablePullConsumer(bus.connection, {
+      stream: stream.name,
+      durable,
+      filterSubject: `${stream.prefix}dev.in.meter.>`,
+      batch: 50,
+      ackWaitS: 30,
+      process: deviceInProcessor(testDb.db, stream.prefix, logger),
+      logger,
+    });
+    w.start();
+    workers.push(w);
+  }
+});
+
+afterAll(async () => {
+  for (const w of workers) await w.stop();
+  await stream?.drop();
+  await bus?.drain();
+  await testDb?.drop();
+});
+
+const T0 = Date.parse('2026-03-28T00:00:00Z') / 1000;
+const RECEIVED = new Date('2026-06-01T00:00:00Z');
+
+async function storedCount(deviceId: string): Promise<number> {
+  return testDb.db.intervalRecord.count({ where: { deviceId } });
+}
+
+type Body = Record<string, unknown> & { records: Array<Record<string, unknown>>; next_cursor: string | null; has_more: boolean };
+const list = async (deviceId: string, query: Record<string, unknown>): Promise<Body> => (await listIntervals(testDb.db, envelope(deviceId, query))).body as Body;
+
+describe('ingest', () => {
+  it('stores each (sid, seq) once, in any order, with flags from the previous record of the stream', async () => {
+    const dev = randomDeviceId();
+    const sid = randomSid();
+    const r0 = makeRecord(sid, 0, T0, { e0: 1000, w: 400 });
+    const r1 = makeRecord(sid, 1, T0 + 900, { e0: r0.e![1] + 0.1, w: 400 });
+    const r2 = makeRecord(sid, 2, T0 + 1800, { e0: r1.e![1] + 0.1, w: 400, ct: 2 }); // CT change
+    const r3 = makeRecord(sid, 3, T0 + 2700, { e0: 0.2, w: 400, ct: 2 }); // counter reset
+    // Late and out of order, with duplicates.
+    for (const r of [r0, r2, r3, r0, r1, r3]) await deviceSends(js, stream.prefix, dev, 'iv', r, RECEIVED);
+    await waitFor(async () => (await storedCount(dev)) === 4, { what: '4 records' });
+    await new Promise((r) => setTimeout(r, 300));
+    expect(await storedCount(dev)).toBe(4);
+    const body = await list(dev, { start: String(T0), end: String(T0 + 3600) });
+    expect(body.records.map((r) => r.seq)).toEqual([0, 1, 2, 3]);
+    expect(body.records.map((r) => r.flags)).toEqual([
+      { partial: false, energy_reset: false, meter_reconfigured: false },
+      { partial: false, energy_reset: false, meter_reconfigured: false },
+      { partial: false, energy_reset: false, meter_reconfigured: true },
+      { partial: false, energy_reset: true, meter_reconfigured: false },
+    ]);
+    expect(body.records[2]?.power_w).toEqual({ avg: 400, min: 200, max: 600 });
+    const round6 = (x: number) => Math.round(x * 1e6) / 1e6;
+    expect(body.records[2]?.energy_wh).toEqual({ first: round6(r2.e![0] / 2), last: round6(r2.e![1] / 2) });
+    expect(body.records[0]?.received_at).toBe(RECEIVED.toISOString());
+  });
+
+  it('keeps quarantined records with their reason and null stats, and keeps going after them', async () => {
+    const dev = randomDeviceId();
+    const sid = randomSid();
+    await deviceSends(js, stream.prefix, dev, 'iv', 'not json at all\u0000', RECEIVED);
+    await deviceSends(js, stream.prefix, dev, 'iv', { ...makeRecord(sid, 0, T0), ct: 0 }, RECEIVED);
+    await deviceSends(js, stream.prefix, dev, 'iv', { ...makeRecord(sid, 1, T0 + 900), v: [-1, -2, -0.5] }, RECEIVED);
+    await deviceSends(js, stream.prefix, dev, 'iv', { ...makeRecord(sid, 2, T0 + 1800), dur: 1e15 }, RECEIVED);
+    await deviceSends(js, stream.prefix, dev, 'iv', makeRecord(sid, 3, T0 + 2700), RECEIVED);
+    await deviceSends(js, stream.prefix, dev, 'tele.heartbeat', { uptime_s: 1 }, RECEIVED);
+    await waitFor(async () => (await storedCount(dev)) === 5, { what: '5 records' });
+    const body = await list(dev, { start: String(T0), end: String(T0 + 3600) });
+    expect(body.records.map((r) => [r.seq, r.quarantined, r.quarantine_reason])).toEqual([
+      [0, true, 'unusable_ct_turns'],
+      [1, true, 'impossible_values'],
+      [2, true, 'impossible_values'],
+      [3, false, null],
+    ]);
+    expect(body.records[0]).toMatchObject({ ct_turns: null, voltage_v: null, power_w: null, energy_wh: null });
+    const unknown = await list(dev, { unknown_time: 'true' });
+    expect(unknown.records).toHaveLength(1);
+    expect(unknown.records[0]).toMatchObject({ sid: null, seq: null, start_at: null, quarantine_reason: 'malformed_payload', time_quality: 'unknown' });
+  });
+});
+
+describe('intervals', () => {
+  const dev = randomDeviceId();
+  const sid = randomSid();
+  beforeAll(async () => {
+    for (let s = 0; s < 25; s++) await deviceSends(js, stream.prefix, dev, 'iv', makeRecord(sid, s, T0 + s * 900, { e0: 1000 + s * 200 }), new Date(RECEIVED.getTime() + s * 1000));
+    await waitFor(async () => (await storedCount(dev)) === 25, { what: '25 records' });
+  });
+
+  it('pages by start time with cursors that carry the window', async () => {
+    const first = await list(dev, { start: new Date(T0 * 1000).toISOString(), end: String(T0 + 86_400), limit: '10' });
+    expect(first.records).toHaveLength(10);
+    expect(first.has_more).toBe(true);
+    const second = await list(dev, { cursor: first.next_cursor, limit: '10' });
+    const third = await list(dev, { cursor: second.next_cursor, limit: '10', end: String(T0 + 86_400) });
+    expect(third.records).toHaveLength(5);
+    expect(third.has_more).toBe(false);
+    expect(third.next_cursor).toBeNull();
+    expect([...first.records, ...second.records, ...third.records].map((r) => r.seq)).toEqual([...Array(25).keys()]);
+    await expect(list(dev, { cursor: first.next_cursor, end: String(T0 + 86_401) })).rejects.toThrow("invalid 'end'");
+    await expect(list(dev, { cursor: first.next_cursor, received_since: String(T0) })).rejects.toThrow('cannot be combined');
+    await expect(list(randomDeviceId(), { cursor: first.next_cursor })).rejects.toThrow("invalid 'cursor'");
+  });
+
+  it('pages by arrival with a bookmark that is never null, and refuses one from another database', async () => {
+    const a = await list(dev, { received_since: RECEIVED.toISOString(), limit: '20' });
+    expect(a.mode).toBe('received');
+    expect(a.records).toHaveLength(20);
+    expect(a.has_more).toBe(true);
+    const b = await list(dev, { cursor: a.next_cursor, limit: '20' });
+    // Two replicas store concurrently: arrival order is the order the server stored them, every record exactly once.
+    expect(b.records).toHaveLength(5);
+    expect([...a.records, ...b.records].map((r) => r.seq).sort((x, y) => Number(x) - Number(y))).toEqual([...Array(25).keys()]);
+    expect(b.received_since).toBeNull();
+    expect(b.next_cursor).toEqual(expect.any(String));
+    const c = await list(dev, { cursor: b.next_cursor });
+    expect(c.records).toEqual([]);
+    expect(c.next_cursor).toBe(b.next_cursor);
+    const future = await list(dev, { received_since: '2030-01-01T00:00:00Z' });
+    expect(future.records).toEqual([]);
+    expect(future.next_cursor).toEqual(expect.any(String));
+    // A bookmark from another database epoch, or beyond what this database holds, predates a restore.
+    const raw = JSON.parse(Buffer.from(b.next_cursor as string, 'base64url').toString()) as Record<string, unknown>;
+    const forged = (over: Record<string, unknown>) => Buffer.from(JSON.stringify({ ...raw, ...over })).toString('base64url');
+    await expect(list(dev, { cursor: forged({ ep: 'another-epoch' }) })).rejects.toThrow("invalid 'cursor'");
+    await expect(list(dev, { cursor: forged({ a: Number(raw.a) + 1_000_000 }) })).rejects.toThrow("invalid 'cursor'");
+    await expect(list(dev, { cursor: b.next_cursor, start: String(T0) })).rejects.toThrow('cannot be combined');
+  });
+
+  it('refuses a light', async () => {
+    await expect(listIntervals(testDb.db, envelope(dev, {}, {}, 'light'))).rejects.toThrow('Device not found');
+  });
+});
+
+describe('summary and energy', () => {
+  it('match values computed here, across the Berlin spring change, with resets and CT changes', async () => {
+    const dev = randomDeviceId();
+    const sidA = randomSid();
+    const sidB = randomSid();
+    // Hourly records from 2026-03-28T20:00Z for 30 hours; a CT change at 10, a reset at 20, a restart (new sid) at 15.
+    const start = Date.parse('2026-03-28T20:00:00Z') / 1000;
+    const sent: Array<ReturnType<typeof makeRecord>> = [];
+    let counter = 5000;
+    for (let h = 0; h < 30; h++) {
+      const ct = h >= 10 ? 2 : 1;
+      if (h === 20) counter = 0.5;
+      const sid = h < 15 ? sidA : sidB;
+      const rec = makeRecord(sid, h < 15 ? h : h - 15, start + h * 3600, { dur: 3600, w: 100 + h * 10, ct, e0: counter });
+      counter = rec.e![1] + 0.05;
+      sent.push(rec);
+    }
+    for (const r of sent) await deviceSends(js, stream.prefix, dev, 'iv', r, RECEIVED);
+    await waitFor(async () => (await storedCount(dev)) === 30, { what: '30 records' });
+
+    const windowStart = '2026-03-28T23:00:00Z'; // Berlin midnight (UTC+1)
+    const windowEnd = '2026-03-30T22:00:00Z'; // Berlin midnight of the 31st (UTC+2)
+    const energy = (await getEnergy(testDb.db, envelope(dev, { bucket: 'day', tz: 'Europe/Berlin', start: windowStart, end: windowEnd }))).body as {
+      points: Array<{ start_at: string; energy_wh: number | null; reset: boolean }>;
+      total: { energy_wh: number; resets: number; intervals: number; buckets: number } | null;
+      tz: string;
+    };
+    // Independently: per record last - first over CT turns; Berlin day 29 is 23 hours long.
+    const inWindow = (r: (typeof sent)[number]) => r.start! >= Date.parse(windowStart) / 1000 && r.start! < Date.parse(windowEnd) / 1000;
+    const used = (r: (typeof sent)[number]) => (r.e![1] - r.e![0]) / r.ct;
+    const day29End = Date.parse('2026-03-29T22:00:00Z') / 1000;
+    const day29 = sent.filter((r) => inWindow(r) && r.start! < day29End);
+    const day30 = sent.filter((r) => inWindow(r) && r.start! >= day29End);
+    expect(day29).toHaveLength(23);
+    const sum = (rs: typeof sent) => rs.reduce((a, r) => a + used(r), 0);
+    expect(energy.tz).toBe('Europe/Berlin');
+    expect(energy.points.map((p) => p.start_at)).toEqual(['2026-03-29T00:00:00+01:00', '2026-03-30T00:00:00+02:00']);
+    expect(energy.points[0]?.energy_wh).toBeCloseTo(sum(day29), 5);
+    expect(energy.points[1]?.energy_wh).toBeCloseTo(sum(day30), 5);
+    expect(energy.points.map((p) => p.reset)).toEqual([true, false]);
+    expect(energy.total).toEqual({ energy_wh: expect.any(Number), resets: 1, intervals: 27, buckets: 2 });
+    expect(energy.total?.energy_wh).toBeCloseTo(sum([...day29, ...day30]), 5);
+
+    const summary = (await getSummary(testDb.db, envelope(dev, { start: windowStart, end: windowEnd }))).body as { energy_wh: unknown; coverage: unknown; power_w: { avg: number; min: number; max: number } };
+    expect(summary.energy_wh).toEqual({ total: energy.total?.energy_wh, resets: 1, intervals: 27 });
+    const rs = [...day29, ...day30];
+    const weighted = rs.reduce((a, r) => a + (r.p![0] / r.ct) * r.dur, 0) / rs.reduce((a, r) => a + r.dur, 0);
+    expect(summary.power_w.avg).toBeCloseTo(weighted, 6);
+    expect(summary.power_w.min).toBe(Math.min(...rs.map((r) => r.p![1] / r.ct)));
+    expect(summary.power_w.max).toBe(Math.max(...rs.map((r) => r.p![2] / r.ct)));
+    expect(summary.coverage).toEqual({ records: 27, quarantined: 0, seconds: 27 * 3600 });
+
+    const empty = (await getEnergy(testDb.db, envelope(dev, { start: '2020-01-01T00:00:00Z', end: '2020-01-02T00:00:00Z' }))).body as Record<string, unknown>;
+    expect(empty.total).toBeNull();
+    expect((await getSummary(testDb.db, envelope(dev, { start: '2020-01-01T00:00:00Z', end: '2020-01-02T00:00:00Z' }))).body).toMatchObject({ energy_wh: null, voltage_v: null });
+    await expect(getSummary(testDb.db, envelope(dev, { start: '2020-01-01T00:00:00Z', end: '2021-01-02T00:00:00Z' }))).rejects.toThrow('one year');
+    await expect(getEnergy(testDb.db, envelope(dev, { start: '2020-01-01T00:00:00Z', end: '2021-01-02T00:00:00Z' }))).rejects.toThrow('buckets');
+    await expect(getEnergy(testDb.db, envelope(dev, { tz: 'Not/AZone' }))).rejects.toThrow("invalid 'tz'");
+  });
+});
+
+describe('clear after meter testing', () => {
+  it('hides records in both modes, refuses records from before the clear, keeps bookmarks valid', async () => {
+    const dev = randomDeviceId();
+    const sid = randomSid();
+    const now = Math.floor(Date.now() / 1000);
+    for (let s = 0; s < 3; s++) await deviceSends(js, stream.prefix, dev, 'iv', makeRecord(sid, s, now - 7200 + s * 900));
+    await waitFor(async () => (await storedCount(dev)) === 3, { what: '3 records' });
+    const bookmark = (await list(dev, { received_since: '2000-01-01T00:00:00Z' })).next_cursor;
+    const result = await clearDevice(testDb.db, dev);
+    expect(result.cleared_records).toBe(3);
+    expect((await list(dev, { start: String(now - 86_400), end: String(now + 60) })).records).toEqual([]);
+    expect((await list(dev, { received_since: '2000-01-01T00:00:00Z' })).records).toEqual([]);
+    // A late record from before the clear is not stored; a new one is.
+    await deviceSends(js, stream.prefix, dev, 'iv', makeRecord(sid, 3, now - 7200 + 3 * 900));
+    await new Promise((r) => setTimeout(r, 10));
+    await deviceSends(js, stream.prefix, dev, 'iv', makeRecord(sid, 4, now + 5, { dur: 10 }));
+    const after = await waitFor(async () => {
+      const page = await list(dev, { cursor: bookmark });
+      return page.records.length > 0 ? page : undefined;
+    }, { what: 'the record after the clear' });
+    expect(after.records.map((r) => r.seq)).toEqual([4]);
+  });
+});

@@ -1,0 +1,119 @@
+import { randomBytes } from 'node:crypto';
+import { headers, StorageType, type JetStreamClient, type NatsConnection } from 'nats';
+import type { RequestEnvelope } from '@fleet/contracts';
+import { dropDatabase, ensureDatabase, migrate } from '@fleet/db';
+import { Bus, createLogger, type Logger } from '@fleet/service-kit';
+import { databaseUrl, testEnv, uniqueId } from '@fleet/test-kit';
+import { MIGRATIONS_DIR } from '../src/migrations';
+import { openMeterDb, type MeterDb } from '../src/store/prisma';
+
+export const logger: Logger = createLogger('meter-test', 'silent');
+
+export interface TestDb {
+  url: string;
+  db: MeterDb;
+  drop(): Promise<void>;
+}
+
+/** A database of its own, migrated. */
+export async function createTestDb(): Promise<TestDb> {
+  const url = databaseUrl(uniqueId('meter_test_'));
+  await ensureDatabase(url);
+  await migrate(url, MIGRATIONS_DIR);
+  const db = openMeterDb(url, 5);
+  return {
+    url,
+    db,
+    async drop() {
+      await db.$disconnect();
+      await dropDatabase(url);
+    },
+  };
+}
+
+export async function connectBus(service = 'meter-test'): Promise<Bus> {
+  return Bus.connect({ servers: testEnv.natsUrl, service, logger, requestTimeoutMs: 3000 });
+}
+
+/** A DEVICE_IN-like stream of its own: subjects `<prefix>dev.in.>` and `<prefix>dev.out.>`. */
+export async function createStream(nc: NatsConnection): Promise<{ name: string; prefix: string; drop(): Promise<void> }> {
+  const id = uniqueId('m');
+  const name = `DEVICE_IN_${id}`;
+  const prefix = `${id}.`;
+  const jsm = await nc.jetstreamManager();
+  await jsm.streams.add({ name, subjects: [`${prefix}dev.in.>`, `${prefix}dev.out.>`], storage: StorageType.File });
+  return {
+    name,
+    prefix,
+    async drop() {
+      await jsm.streams.delete(name).catch(() => undefined);
+    },
+  };
+}
+
+/** Puts a device message into the stream as the bridge does. */
+export async function deviceSends(js: JetStreamClient, prefix: string, deviceId: string, levels: string, payload: string | object, receivedAt = new Date()): Promise<void> {
+  const h = headers();
+  h.set('Mqtt-Topic', `meter/${deviceId}/${levels.replace(/\./g, '/')}`);
+  h.set('Received-At', receivedAt.toISOString());
+  await js.publish(`${prefix}dev.in.meter.${deviceId}.${levels}`, Buffer.from(typeof payload === 'string' ? payload : JSON.stringify(payload)), { headers: h });
+}
+
+export function envelope(deviceId: string, query: Record<string, unknown> = {}, extra: Partial<RequestEnvelope> = {}, product: 'meter' | 'light' = 'meter'): RequestEnvelope {
+  return {
+    request_id: uniqueId('r'),
+    params: { device_id: deviceId, ...(extra.params ?? {}) },
+    query,
+    device: { device_id: deviceId, product, org_node_id: 1, name: null },
+    ...(extra.body ? { body: extra.body } : {}),
+  };
+}
+
+export const randomSid = (): string => randomBytes(4).toString('hex');
+
+export interface SimRecord {
+  sid: string;
+  seq: number;
+  start: number | null;
+  clock: 'synced' | 'free' | 'none';
+  dur: number;
+  n: number;
+  err: number;
+  v: [number, number, number] | null;
+  i: [number, number, number] | null;
+  p: [number, number, number] | null;
+  f: [number, number, number] | null;
+  pf: [number, number, number] | null;
+  e: [number, number] | null;
+  ct: number;
+  alarms: number;
+  partial: boolean;
+}
+
+/** A well-formed record: load `w` watts (true), counter from `e0` (raw), CT turns `ct`. */
+export function makeRecord(sid: string, seq: number, startS: number, opts: { w?: number; e0?: number; ct?: number; dur?: number } = {}): SimRecord {
+  const dur = opts.dur ?? 900;
+  const ct = opts.ct ?? 1;
+  const w = opts.w ?? 500;
+  const raw = w * ct;
+  const e0 = opts.e0 ?? 1000;
+  const used = Math.round(((raw * (dur - 1)) / 3600) * 1000) / 1000;
+  return {
+    sid,
+    seq,
+    start: startS,
+    clock: 'synced',
+    dur,
+    n: dur,
+    err: 0,
+    v: [230, 228, 232],
+    i: [Math.round((raw / 230) * 1000) / 1000, 0, Math.round((raw / 200) * 1000) / 1000],
+    p: [raw, raw * 0.5, raw * 1.5],
+    f: [50, 49.9, 50.1],
+    pf: [0.95, 0.9, 0.99],
+    e: [e0, Math.round((e0 + used) * 1000) / 1000],
+    ct,
+    alarms: 0,
+    partial: false,
+  };
+}
