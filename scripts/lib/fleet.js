@@ -140,6 +140,8 @@ async function startFleet(options = {}) {
   return {
     gatewayUrl: `http://127.0.0.1:${gatewayPort}`,
     mqttUrl: broker.url,
+    mqttPid: broker.pid,
+    mqttAdmin: { username: broker.adminUsername, password: broker.adminPassword },
     natsUrl: env.NATS_URL ?? 'nats://127.0.0.1:4222',
     services: children.map(({ name, child, healthPort }) => ({ name, pid: child.pid, healthPort })),
     stop,

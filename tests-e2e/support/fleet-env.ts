@@ -2,6 +2,10 @@
 export interface E2eFleet {
   gatewayUrl: string;
   mqttUrl: string;
+  /** The run's Mosquitto (with dynamic security), for outage tests. */
+  mqttPid: number;
+  /** The broker's admin client: may subscribe to every topic (used to watch what devices can reach). */
+  mqttAdmin: { username: string; password: string };
   /** The run's own nats-server. */
   natsUrl: string;
   databasePrefix: string;

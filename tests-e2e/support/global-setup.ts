@@ -23,6 +23,8 @@ export default async function globalSetup(): Promise<void> {
   const shared: E2eFleet = {
     gatewayUrl: fleet.gatewayUrl,
     mqttUrl: fleet.mqttUrl,
+    mqttPid: fleet.mqttPid,
+    mqttAdmin: fleet.mqttAdmin,
     natsUrl: fleet.natsUrl,
     databasePrefix,
     redisPrefix,
