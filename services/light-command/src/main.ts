@@ -2,6 +2,7 @@ import { ensureDatabase, migrate } from '@fleet/db';
 import { ServiceRuntime } from '@fleet/service-kit';
 import { BridgePublisher } from './bridge-client';
 import { readLightCommandConfig } from './config';
+import { forgetRemovedDevices } from './handlers/device-events';
 import { serveLight } from './handlers/light';
 import { stateConsumer } from './handlers/state-consumer';
 import { MIGRATIONS_DIR } from './migrations';
@@ -23,6 +24,7 @@ async function main(): Promise<void> {
     topicRoot: config.LIGHT_TOPIC_ROOT,
     logger: logger.child({ component: 'handlers' }),
   });
+  forgetRemovedDevices(bus, db, logger.child({ component: 'device-events' }));
   const states = stateConsumer(
     bus.connection,
     db,

@@ -4,6 +4,7 @@ import type { Bus } from '@fleet/service-kit';
 import { randomDeviceId, uniqueId, waitFor } from '@fleet/test-kit';
 import { AdminError, runAdminCommand } from '../src/admin/commands';
 import { BridgePublisher } from '../src/bridge-client';
+import { forgetRemovedDevices } from '../src/handlers/device-events';
 import { serveLight } from '../src/handlers/light';
 import { stateConsumer } from '../src/handlers/state-consumer';
 import type { DurablePullConsumer } from '../src/handlers/pull-consumer';
@@ -23,6 +24,7 @@ beforeAll(async () => {
   bus = await connectBus(nats.url);
   bridge = new PublishStandIn(bus.connection);
   serveLight(bus, { db: testDb.db, publisher: new BridgePublisher(bus, 500, logger), topicRoot: TOPIC_ROOT, logger });
+  forgetRemovedDevices(bus, testDb.db, logger);
   const jsm = await bus.connection.jetstreamManager();
   await jsm.streams.add({ name: STREAM, subjects: ['dev.in.>'], retention: RetentionPolicy.Limits, storage: StorageType.Memory });
   consumer = stateConsumer(bus.connection, testDb.db, { stream: STREAM, durable: uniqueId('state'), filterSubject: 'dev.in.light.*.state.>' }, logger);
@@ -289,6 +291,20 @@ describe('state', () => {
       { what: 'the light3 report' },
     );
     expect(state.light1).toEqual({ label: 'Blue chase every 0.8 s at 80% brightness', updated_at: new Date(t1.getTime() + 1_000).toISOString(), payload: 'bluchase:800,80' });
+  });
+
+  test('a removed device’s states are forgotten; other changes keep them', async () => {
+    const id = randomDeviceId();
+    const other = randomDeviceId();
+    const reader = principal({ permissions: ['state_read'] });
+    await report(id, 'light1', 'solid:FF0000', new Date());
+    await report(other, 'light1', 'solid:FF0000', new Date());
+    const stateOf = async (deviceId: string) => (body(await call('light.state.get', reader, { device: light(deviceId) }), 200) as { state: Record<string, unknown> }).state;
+    await waitFor(async () => Object.keys(await stateOf(id)).length === 1 && Object.keys(await stateOf(other)).length === 1, { what: 'both states' });
+    bus.publish('evt.registry.device.changed', { device_id: id, change: 'moved', at: new Date().toISOString() });
+    bus.publish('evt.registry.device.changed', { device_id: id, change: 'removed', at: new Date().toISOString() });
+    await waitFor(async () => Object.keys(await stateOf(id)).length === 0, { what: 'the removed device’s state to go' });
+    expect(Object.keys(await stateOf(other))).toEqual(['light1']);
   });
 
   test('a light that never reported has an empty state', async () => {

@@ -32,3 +32,8 @@ export async function statesOf(db: LightDb, deviceId: string): Promise<StateRepo
   const rows = await db.lightState.findMany({ where: { deviceId }, orderBy: { channel: 'asc' } });
   return rows.map((r) => ({ deviceId: r.deviceId, channel: r.channel, payload: r.payload, updatedAt: r.updatedAt }));
 }
+
+/** Forgets every channel state of a device (it was removed). */
+export async function forgetDevice(db: LightDb, deviceId: string): Promise<number> {
+  return (await db.lightState.deleteMany({ where: { deviceId } })).count;
+}
