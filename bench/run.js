@@ -15,7 +15,7 @@ const { parseArgs } = require('node:util');
 const cpuprofile = require('./lib/cpuprofile');
 
 /** Every benchmark, by name. Add one: a module exporting { name, description, run(ctx), table(result) }. */
-const BENCHES = Object.fromEntries([require('./benches/account')].map((b) => [b.name, b]));
+const BENCHES = Object.fromEntries([require('./benches/account'), require('./benches/lights')].map((b) => [b.name, b]));
 
 const RESULTS_DIR = path.join(__dirname, 'results');
 

@@ -1,0 +1,271 @@
+'use strict';
+// Light commands through the whole fleet: POST /v1/devices/{id}/commands on the gateway →
+// light-command → mqtt-bridge → Mosquitto → connected simulated lights. Reports the command rate
+// and the latency from sending the HTTP request to the light receiving the payload (p50/p99),
+// beside a bare MQTT publish → subscribe (QoS 1, the same broker, the same lights) measured in
+// the same run with the same concurrency.
+const crypto = require('node:crypto');
+const fs = require('node:fs');
+const os = require('node:os');
+const path = require('node:path');
+const { createHistogram, performance } = require('node:perf_hooks');
+const { Client } = require('pg');
+const { Redis } = require('ioredis');
+const { startFleet, freePort, ROOT } = require('../../scripts/lib/fleet');
+const { gatewayAdmin } = require('../lib/fleet-setup');
+
+const SERVICES = ['device-registry', 'light-command', 'mqtt-bridge', 'gateway'];
+const POSTGRES_URL = process.env.POSTGRES_URL ?? 'postgresql://postgres@127.0.0.1:5432/postgres';
+const REDIS_URL = process.env.REDIS_URL ?? 'redis://127.0.0.1:6379';
+const SECRET = 'Bench-Light-Sec!';
+/** BENCH_LIGHTS: how many simulated lights receive commands (default 20). */
+const LIGHT_COUNT = Number(process.env.BENCH_LIGHTS || 20);
+
+const deviceSim = () => require(path.join(ROOT, 'packages', 'device-sim', 'dist'));
+const mqttLib = () => require(require.resolve('mqtt', { paths: [path.join(ROOT, 'packages', 'device-sim')] }));
+
+async function dropDatabases(prefix) {
+  const client = new Client({ connectionString: POSTGRES_URL });
+  await client.connect();
+  try {
+    const { rows } = await client.query('SELECT datname FROM pg_database WHERE left(datname, length($1)) = $1', [prefix]);
+    for (const { datname } of rows) await client.query(`DROP DATABASE IF EXISTS "${datname.replace(/"/g, '""')}" WITH (FORCE)`);
+  } finally {
+    await client.end();
+  }
+}
+
+async function deleteRedisKeys(prefix) {
+  const redis = new Redis(REDIS_URL, { lazyConnect: true, maxRetriesPerRequest: 1 });
+  await redis.connect();
+  try {
+    let cursor = '0';
+    do {
+      const [next, keys] = await redis.scan(cursor, 'MATCH', `${prefix}*`, 'COUNT', 1000);
+      cursor = next;
+      if (keys.length) await redis.del(...keys);
+    } while (cursor !== '0');
+  } finally {
+    redis.disconnect();
+  }
+}
+
+/**
+ * Waits for arrivals at the lights: `expect(deviceId, payload)` resolves with the arrival time
+ * (performance.now()) when that light receives that payload on cmd/light1.
+ */
+function arrivals(lights) {
+  const waiting = new Map();
+  for (const light of lights) {
+    light.on('received', (m) => {
+      if (m.sub !== 'cmd/light1') return;
+      const key = `${light.deviceId}|${m.payload.toString('utf8')}`;
+      const w = waiting.get(key);
+      if (w) {
+        waiting.delete(key);
+        w(performance.now());
+      }
+    });
+  }
+  return {
+    expect(deviceId, payload, timeoutMs = 10_000) {
+      const key = `${deviceId}|${payload}`;
+      return new Promise((resolve, reject) => {
+        const timer = setTimeout(() => {
+          waiting.delete(key);
+          reject(new Error(`${deviceId} did not receive ${payload} within ${timeoutMs} ms`));
+        }, timeoutMs);
+        waiting.set(key, (t) => {
+          clearTimeout(timer);
+          resolve(t);
+        });
+      });
+    },
+  };
+}
+
+/**
+ * A closed loop: `concurrency` workers send one command each and wait for it to reach the light
+ * before the next, for warm-up then the measured duration. `send(deviceId, payload)` resolves
+ * once the sender got its answer (HTTP 202, or the broker's PUBACK).
+ */
+async function closedLoop({ label, lights, concurrency, durationSeconds, warmupSeconds, send, arrival }) {
+  const toDevice = createHistogram({ lowest: 1, highest: 60_000_000, figures: 3 });
+  const toAnswer = createHistogram({ lowest: 1, highest: 60_000_000, figures: 3 });
+  let counter = crypto.randomBytes(3).readUIntBE(0, 3);
+  let done = 0;
+  const failures = [];
+  const start = performance.now();
+  const measureFrom = start + warmupSeconds * 1000;
+  const end = measureFrom + durationSeconds * 1000;
+  const worker = async (w) => {
+    let i = w;
+    while (performance.now() < end && failures.length < 20) {
+      const light = lights[i++ % lights.length];
+      counter = (counter + 1) % 0x1000000;
+      const payload = `solid:${counter.toString(16).toUpperCase().padStart(6, '0')}`;
+      const t0 = performance.now();
+      const inMeasure = t0 >= measureFrom;
+      const arrived = arrival.expect(light.deviceId, payload);
+      try {
+        await send(light.deviceId, payload);
+        const t1 = performance.now();
+        const t2 = await arrived;
+        if (inMeasure && t2 <= end) {
+          done++;
+          toAnswer.record(Math.max(1, Math.round((t1 - t0) * 1000)));
+          toDevice.record(Math.max(1, Math.round((t2 - t0) * 1000)));
+        }
+      } catch (err) {
+        arrived.catch(() => undefined);
+        failures.push(String(err.message ?? err));
+      }
+    }
+  };
+  await Promise.all(Array.from({ length: concurrency }, (_, w) => worker(w)));
+  const ms = (us) => Math.round(us) / 1000;
+  const pct = (h) => ({ mean: ms(h.mean), p50: ms(h.percentile(50)), p90: ms(h.percentile(90)), p99: ms(h.percentile(99)), max: ms(h.max) });
+  return {
+    label,
+    concurrency,
+    duration_s: durationSeconds,
+    commands: done,
+    commands_per_s: done / durationSeconds,
+    latency_to_device_ms: pct(toDevice),
+    latency_to_answer_ms: pct(toAnswer),
+    failures: failures.length,
+    first_failures: failures.slice(0, 5),
+  };
+}
+
+async function run(ctx) {
+  const { connections, durationSeconds, warmupSeconds, log } = ctx;
+  const id = crypto.randomBytes(4).toString('hex');
+  const databasePrefix = `fleet_bench_${id}_`;
+  const redisKeyPrefix = `bench${id}:`;
+  const workDir = fs.mkdtempSync(path.join(os.tmpdir(), `fleet-bench-lights-${id}-`));
+  const logDir = path.join(workDir, 'logs');
+  const lights = [];
+  let fleet;
+  let baselineClient;
+  let finished = false;
+  const cleanup = async () => {
+    await Promise.all(lights.map((l) => l.stop().catch(() => undefined)));
+    if (baselineClient) await baselineClient.endAsync().catch(() => undefined);
+    if (fleet) await fleet.stop().catch(() => undefined);
+    await dropDatabases(databasePrefix).catch(() => undefined);
+    await deleteRedisKeys(redisKeyPrefix).catch(() => undefined);
+    if (finished) fs.rmSync(workDir, { recursive: true, force: true });
+    else process.stderr.write(`bench logs kept in ${logDir}\n`);
+  };
+  ctx.onCleanup(cleanup);
+
+  log(`starting ${SERVICES.join(', ')} (own nats-server, broker, databases, Redis prefix)...`);
+  fleet = await startFleet({
+    services: SERVICES,
+    databasePrefix,
+    gatewayPort: await freePort(),
+    logDir,
+    mqttPort: 0,
+    mqttDataDir: path.join(workDir, 'mosquitto'),
+    privateNats: true,
+    // The global per-device ceiling (default 120 per minute) would cap the rate at 2/s per light:
+    // lifted here so the bench measures the path, not the limit.
+    env: { LOG_LEVEL: process.env.BENCH_LOG_LEVEL || 'warn', REDIS_KEY_PREFIX: redisKeyPrefix, REDIS_URL, POSTGRES_URL, DEVICE_COMMAND_CEILING_PER_MIN: '100000000' },
+  });
+  const gatewayDb = `${POSTGRES_URL.replace(/\/[^/]*$/, '')}/${databasePrefix}gateway`;
+  const partner = await gatewayAdmin(gatewayDb, [
+    'partner', 'create', '--name', `Bench lights ${id}`, '--permissions', 'all', '--requests-per-min', '100000000', '--device-commands-per-min', '100000000',
+  ]);
+  const { key } = await gatewayAdmin(gatewayDb, ['key', 'issue', '--partner', partner.id]);
+  const headers = { authorization: `Bearer ${key}`, 'content-type': 'application/json' };
+
+  log(`provisioning and connecting ${LIGHT_COUNT} simulated lights...`);
+  const { SimulatedLight } = deviceSim();
+  for (let i = 0; i < LIGHT_COUNT; i++) {
+    const deviceId = `B${id.toUpperCase().slice(0, 5)}${i.toString(16).toUpperCase().padStart(6, '0')}`;
+    const res = await fetch(`${fleet.gatewayUrl}/v1/devices/${deviceId}`, {
+      method: 'POST',
+      headers,
+      body: JSON.stringify({ credential_format: 'derived-v1', credential_source: 'root_secret', root_secret: SECRET }),
+    });
+    if (res.status !== 201) throw new Error(`provisioning ${deviceId} answered ${res.status}: ${await res.text()}`);
+    const light = new SimulatedLight({ brokerUrl: fleet.mqttUrl, deviceId, rootSecret: SECRET, logLimit: 0 });
+    await light.start();
+    lights.push(light);
+  }
+  const arrival = arrivals(lights);
+  const settings = { lights, concurrency: connections, durationSeconds, warmupSeconds, arrival };
+
+  const viaFleet = async (deviceId, payload) => {
+    const res = await fetch(`${fleet.gatewayUrl}/v1/devices/${deviceId}/commands`, { method: 'POST', headers, body: JSON.stringify({ channel: 'light1', payload }) });
+    const text = await res.text();
+    if (res.status !== 202) throw new Error(`POST commands answered ${res.status}: ${text}`);
+  };
+  const mqtt = mqttLib();
+  baselineClient = await mqtt.connectAsync(fleet.mqttUrl, {
+    clientId: `bench-baseline-${id}`,
+    username: fleet.mqttAdmin.username,
+    password: fleet.mqttAdmin.password,
+    clean: true,
+    reconnectPeriod: 0,
+  });
+  const bareMqtt = async (deviceId, payload) => {
+    await baselineClient.publishAsync(`light/${deviceId}/cmd/light1`, payload, { qos: 1, retain: false });
+  };
+
+  const step = `${warmupSeconds} s warm-up + ${durationSeconds} s, ${connections} in flight`;
+  log(`bare MQTT publish → subscribe, run 1 (${step})...`);
+  const bare1 = await closedLoop({ label: 'bare MQTT QoS 1 (1)', send: bareMqtt, ...settings });
+  log(`fleet: HTTP → gateway → light-command → bridge → light (${step})...`);
+  const viaGateway = await closedLoop({ label: 'POST .../commands via the fleet', send: viaFleet, ...settings });
+  log(`bare MQTT publish → subscribe, run 2 (${step})...`);
+  const bare2 = await closedLoop({ label: 'bare MQTT QoS 1 (2)', send: bareMqtt, ...settings });
+
+  const problems = [bare1, viaGateway, bare2].filter((r) => r.failures > 0).map((r) => `${r.label}: ${r.failures} failures, e.g. ${r.first_failures.join('; ')}`);
+  const bareRate = (bare1.commands_per_s + bare2.commands_per_s) / 2;
+  const bareP50 = (bare1.latency_to_device_ms.p50 + bare2.latency_to_device_ms.p50) / 2;
+  finished = problems.length === 0;
+  return {
+    bench: 'lights',
+    title: 'Light commands through the fleet to simulated lights vs bare MQTT publish → subscribe',
+    settings: { connections, duration_s: durationSeconds, warmup_s: warmupSeconds, lights: LIGHT_COUNT, order: ['bare', 'fleet', 'bare'], device_command_ceiling_per_min: 100000000 },
+    runs: { bare: [bare1, bare2], fleet: [viaGateway] },
+    fleet_commands_per_s: viaGateway.commands_per_s,
+    bare_commands_per_s: bareRate,
+    rate_ratio: viaGateway.commands_per_s / bareRate,
+    fleet_latency_to_device_ms: viaGateway.latency_to_device_ms,
+    bare_latency_to_device_ms_p50: bareP50,
+    // Reported, not judged: the spec sets no target for this path.
+    pass: problems.length === 0,
+    invalid: problems.length ? problems : undefined,
+  };
+}
+
+function table(result) {
+  const row = (r) => [
+    r.label,
+    r.commands_per_s.toFixed(0),
+    r.latency_to_device_ms.p50.toFixed(3),
+    r.latency_to_device_ms.p99.toFixed(3),
+    r.latency_to_answer_ms.p50.toFixed(3),
+    r.latency_to_answer_ms.p99.toFixed(3),
+    String(r.commands),
+    String(r.failures),
+  ];
+  return {
+    head: ['run', 'commands/s', 'to device p50 ms', 'to device p99 ms', 'answer p50 ms', 'answer p99 ms', 'commands', 'failures'],
+    rows: [row(result.runs.bare[0]), row(result.runs.fleet[0]), row(result.runs.bare[1])],
+    notes: [
+      `${result.settings.lights} lights, ${result.settings.connections} commands in flight; "to device" = from sending the request (or MQTT publish) to the light receiving the payload; "answer" = until the HTTP 202 (or the PUBACK).`,
+      `fleet/bare command rate = ${result.rate_ratio.toFixed(3)}; fleet to-device p50 ${result.fleet_latency_to_device_ms.p50.toFixed(3)} ms vs bare ${result.bare_latency_to_device_ms_p50.toFixed(3)} ms   ${result.invalid ? 'INVALID (some commands failed)' : 'OK'}`,
+    ],
+  };
+}
+
+module.exports = {
+  name: 'lights',
+  description: 'POST .../commands through the fleet to connected simulated lights vs bare MQTT publish → subscribe (rate, latency to the device)',
+  run,
+  table,
+};
