@@ -248,4 +248,22 @@ describe('statuses, codes and permissions of the command routes', () => {
     expect(limited.body.code).toBe('rate_limited');
     expect(Number(limited.headers.get('retry-after'))).toBeGreaterThan(0);
   });
+
+  test('the global per-device ceiling is shared across partners: 429 with Retry-After', async () => {
+    const light = await connectedLight();
+    const a = await partnerWithKey(['--permissions', 'raw_commands', '--access-all-devices', '--device-commands-per-min', '1000']);
+    const b = await partnerWithKey(['--permissions', 'raw_commands', '--access-all-devices', '--device-commands-per-min', '1000']);
+    const send = (key: string) => api('POST', `/v1/devices/${light.deviceId}/commands`, { key, body: { channel: 'light1', payload: 'off' } });
+    // The suite's fleet runs with the default ceiling of 120 commands per device per minute.
+    const statuses: number[] = [];
+    for (let i = 0; i < 12; i++) statuses.push(...(await Promise.all(Array.from({ length: 10 }, (_, j) => send(j % 2 === 0 ? a.key : b.key)))).map((r) => r.status));
+    expect(statuses.filter((s) => s === 202)).toHaveLength(120);
+    const over = await send(b.key);
+    expect(over.status).toBe(429);
+    expect(over.body.code).toBe('rate_limited');
+    expect(Number(over.headers.get('retry-after'))).toBeGreaterThan(0);
+    // Another light is not affected.
+    const other = await connectedLight();
+    expect((await api('POST', `/v1/devices/${other.deviceId}/commands`, { key: b.key, body: { channel: 'light1', payload: 'off' } })).status).toBe(202);
+  });
 });
