@@ -68,6 +68,8 @@ export interface DeviceOptions {
   connectTimeoutMs?: number;
   /** Real ms the device stays away during a reboot (default 200). */
   rebootDelayMs?: number;
+  /** Real ms a clean stop may take (offline acknowledged, DISCONNECT sent) before the socket is closed anyway (default 3000). */
+  stopGraceMs?: number;
   /** Simulated seconds between heartbeats (default 300). */
   heartbeatSec?: number;
   fwVersion?: string;
@@ -142,6 +144,7 @@ export abstract class SimulatedDevice extends EventEmitter {
   private heartbeatTask: ScheduledTask | undefined;
   private commandChain: Promise<void> = Promise.resolve();
   private readonly inflight = new Set<() => void>();
+  private abandonStart: (() => void) | undefined;
   private topicRootValue: string | undefined;
 
   constructor(options: DeviceOptions) {
@@ -235,11 +238,21 @@ export abstract class SimulatedDevice extends EventEmitter {
       this.endClient(client);
       return;
     }
-    if (client.connected && !this.misbehaviour.silent) {
-      this.logSent('status', Buffer.from('offline'), 1, true);
-      await new Promise<void>((resolve) => client.publish(`${this.base}/status`, 'offline', { qos: 1, retain: true }, () => resolve()));
-    }
-    await new Promise<void>((resolve) => client.end(false, {}, () => resolve()));
+    // A clean goodbye, but never an endless one: a broker that stops answering (or an
+    // in-flight message it never acknowledges) ends in a forced close after a while.
+    const graceMs = this.opts.stopGraceMs ?? 3000;
+    const clean = (async () => {
+      if (client.connected && !this.misbehaviour.silent) {
+        this.logSent('status', Buffer.from('offline'), 1, true);
+        await new Promise<void>((resolve) => client.publish(`${this.base}/status`, 'offline', { qos: 1, retain: true }, () => resolve()));
+      }
+      await new Promise<void>((resolve) => client.end(false, {}, () => resolve()));
+      return true;
+    })();
+    let timer: NodeJS.Timeout | undefined;
+    const done = await Promise.race([clean, new Promise<false>((r) => (timer = setTimeout(() => r(false), graceMs)))]);
+    clearTimeout(timer);
+    if (!done) client.end(true);
     this.settleInflight();
   }
 
@@ -338,10 +351,15 @@ export abstract class SimulatedDevice extends EventEmitter {
       };
       if (qos > 0) this.inflight.add(done);
       client.publish(`${this.base}/${sub}`, buf, { qos, retain }, (err) => {
-        if (err && this.listenerCount('error') > 0) this.emit('error', err);
+        if (err) this.reportError(err);
         done();
       });
     });
+  }
+
+  /** 'error' events only reach listeners that asked for them; nobody listening is not a crash. */
+  private reportError(err: Error): void {
+    if (this.listenerCount('error') > 0) this.emit('error', err);
   }
 
   /** Kills a client's socket (no DISCONNECT, so the will fires) and settles its unacknowledged publishes. */
@@ -412,6 +430,8 @@ export abstract class SimulatedDevice extends EventEmitter {
   private bootReason = 'power_on';
 
   private halt(): void {
+    this.abandonStart?.();
+    this.abandonStart = undefined;
     this.clock.cancel(this.heartbeatTask);
     this.heartbeatTask = undefined;
     this.onHalt();
@@ -440,6 +460,12 @@ export abstract class SimulatedDevice extends EventEmitter {
     this.client = client;
     let first = true;
     return new Promise<void>((resolve, reject) => {
+      // stop(), kill() or restart() before the first CONNACK ends this attempt.
+      this.abandonStart = () => {
+        if (!first) return;
+        first = false;
+        reject(new Error(`${this.deviceId}: stopped before connecting`));
+      };
       client.on('connect', (connack) => {
         if (this.client !== client) return;
         this.stats.connects++;
@@ -471,7 +497,7 @@ export abstract class SimulatedDevice extends EventEmitter {
           reject(new Error(`${this.deviceId}: ${err.message}`));
           return;
         }
-        if (this.listenerCount('error') > 0) this.emit('error', err);
+        this.reportError(err);
       });
       client.on('message', (topic, payload, packet) => {
         if (this.client !== client) return;
@@ -551,7 +577,7 @@ export abstract class SimulatedDevice extends EventEmitter {
       case 'reboot':
         await this.sendAck(ackLine(line, 'ok'));
         await this.sendLog('rebooting');
-        void this.restart({ reason: 'reboot' }).catch((err) => this.emit('error', err));
+        void this.restart({ reason: 'reboot' }).catch((err: Error) => this.reportError(err));
         return;
       case 'set':
         return this.sendAck(this.setVerb(cmd));
@@ -572,7 +598,7 @@ export abstract class SimulatedDevice extends EventEmitter {
         if (!this.opts.acceptOta) return this.sendAck(ackLine(line, 'failed', 'signature invalid'));
         await this.sendAck(ackLine(line, 'ok'));
         this.fwVersion = name.replace(/\.bin$/i, '');
-        void this.restart({ reason: 'ota' }).catch((err) => this.emit('error', err));
+        void this.restart({ reason: 'ota' }).catch((err: Error) => this.reportError(err));
         return;
       }
       case 'clearsettings':

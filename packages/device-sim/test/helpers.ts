@@ -21,3 +21,53 @@ export async function cleanup(root: string, probe?: MqttProbe): Promise<void> {
   await probe?.close();
   await clearRetained(BROKER, `${root}/#`);
 }
+
+/** A TCP proxy in front of the broker whose connections a test can cut (the broker sees a dropped socket). */
+export async function brokerProxy(): Promise<{ url: string; cut: () => void; resume: () => void; close: () => Promise<void> }> {
+  const { createServer, connect } = await import('node:net');
+  const target = new URL(BROKER);
+  const pairs = new Set<[import('node:net').Socket, import('node:net').Socket]>();
+  let blocked = false;
+  const server = createServer((client) => {
+    if (blocked) {
+      client.destroy();
+      return;
+    }
+    const upstream = connect(Number(target.port || 1883), target.hostname);
+    const pair: [import('node:net').Socket, import('node:net').Socket] = [client, upstream];
+    pairs.add(pair);
+    const end = () => {
+      client.destroy();
+      upstream.destroy();
+      pairs.delete(pair);
+    };
+    client.on('error', end).on('close', end);
+    upstream.on('error', end).on('close', end);
+    client.pipe(upstream);
+    upstream.pipe(client);
+  });
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+  const { port } = server.address() as { port: number };
+  return {
+    url: `mqtt://127.0.0.1:${port}`,
+    /** Drops every connection and refuses new ones until resume(). */
+    cut: () => {
+      blocked = true;
+      for (const [a, b] of pairs) {
+        a.destroy();
+        b.destroy();
+      }
+      pairs.clear();
+    },
+    resume: () => {
+      blocked = false;
+    },
+    close: async () => {
+      for (const [a, b] of pairs) {
+        a.destroy();
+        b.destroy();
+      }
+      await new Promise((r) => server.close(r));
+    },
+  };
+}

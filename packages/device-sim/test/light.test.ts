@@ -1,3 +1,4 @@
+import { createServer, type Socket } from 'node:net';
 import { randomDeviceId } from '@fleet/test-kit';
 import { deriveBrokerPassword, deriveSettingsKey, LIGHT_CHANNELS, sealSetting, SimulatedLight, type MqttProbe } from '@fleet/device-sim';
 import { BROKER, cleanup, openProbe, ROOT_SECRET, TIDY, uniqueRoot } from './helpers';
@@ -214,6 +215,22 @@ describe('SimulatedLight', () => {
     // Readings 60 simulated seconds apart.
     expect(parsed[1].at - parsed[0].at).toBeGreaterThanOrEqual(59);
     expect(parsed[1].at - parsed[0].at).toBeLessThanOrEqual(61);
+  });
+
+  it('gives up a start that has not connected yet when stopped', async () => {
+    // A "broker" that accepts the TCP connection and never answers CONNECT.
+    const sockets: Socket[] = [];
+    const mute = createServer((sock) => sockets.push(sock));
+    await new Promise<void>((r) => mute.listen(0, '127.0.0.1', r));
+    const { port } = mute.address() as { port: number };
+    const d = new SimulatedLight({ brokerUrl: `mqtt://127.0.0.1:${port}`, deviceId: randomDeviceId(), rootSecret: ROOT_SECRET });
+    const starting = d.start();
+    await new Promise((r) => setTimeout(r, 100));
+    expect(d.state).toBe('connecting');
+    await d.stop();
+    await expect(starting).rejects.toThrow(/stopped before connecting/);
+    for (const sock of sockets) sock.destroy();
+    await new Promise((r) => mute.close(r));
   });
 
   it('works over MQTT 3.1.1 with a persistent session, getting commands sent while it was away', async () => {

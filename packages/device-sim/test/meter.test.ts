@@ -1,6 +1,6 @@
-import { randomDeviceId } from '@fleet/test-kit';
+import { randomDeviceId, waitFor } from '@fleet/test-kit';
 import { ManualClock, SimulatedMeter, type IntervalRecord, type MeterOptions, type MqttProbe } from '@fleet/device-sim';
-import { BROKER, cleanup, openProbe, ROOT_SECRET, TIDY, uniqueRoot } from './helpers';
+import { brokerProxy, BROKER, cleanup, openProbe, ROOT_SECRET, TIDY, uniqueRoot } from './helpers';
 
 const root = uniqueRoot('meter');
 let probe: MqttProbe;
@@ -142,6 +142,34 @@ describe('SimulatedMeter interval records', () => {
     clock.advance(60_000);
     const [r] = await records(m, 1);
     expect(r).toMatchObject({ n: 0, err: 60, v: null, i: null, p: null, f: null, pf: null, e: null });
+  });
+});
+
+describe('SimulatedMeter connection loss', () => {
+  it('reconnects after the connection drops, announces itself again and delivers records made while away', async () => {
+    const proxy = await brokerProxy();
+    const clock = new ManualClock(Date.UTC(2026, 10, 22, 20, 0, 0));
+    const m = meter({ brokerUrl: proxy.url, clock, intervalSec: 60, reconnectMs: 300 });
+    try {
+      await m.start();
+      await probe.waitFor((x) => x.topic === `${m.base}/sys/settings`);
+      const will = probe.next((x) => x.topic === `${m.base}/status` && x.text === 'offline', 5000, 'will');
+      proxy.cut();
+      await will;
+      await waitFor(() => m.state === 'offline', { what: 'the meter to notice the lost connection' });
+      clock.advance(60_000); // a record closes while the meter is offline
+      proxy.resume();
+      await probe.waitForCount((x) => x.topic === `${m.base}/status` && x.text === 'online', 2, 5000);
+      await probe.waitForCount((x) => x.topic === `${m.base}/sys/settings`, 2, 5000);
+      const [rec] = await records(m, 1);
+      expect(rec).toMatchObject({ sid: m.sid, seq: 0 });
+      expect(m.state).toBe('online');
+      expect(m.stats.disconnects).toBe(1);
+      expect(m.boots).toBe(1); // a lost connection is not a restart: same sid
+    } finally {
+      await m.stop();
+      await proxy.close();
+    }
   });
 });
 
