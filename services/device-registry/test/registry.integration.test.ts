@@ -268,6 +268,19 @@ describe('reading devices and scope', () => {
   });
 });
 
+describe('connectivity for other services', () => {
+  it("answers a device's connectivity without a principal, and 404 for an unknown device", async () => {
+    const { id } = await provision(admin, {});
+    expect(ok(await call('registry.device.connectivity', undefined, { body: { device_id: id } })).body).toEqual({
+      status: 'disconnected',
+      status_changed_at: null,
+      last_seen_at: null,
+    });
+    expect(err(await call('registry.device.connectivity', undefined, { body: { device_id: randomDeviceId() } })).status).toBe(404);
+    expect(err(await call('registry.device.connectivity', undefined, { body: { device_id: 'nope' } })).status).toBe(400);
+  });
+});
+
 describe('sealing secret settings', () => {
   it('seals with the device settings key derived at provisioning, bound to device and key', async () => {
     const { id } = await provision(admin, { credential_source: 'root_secret', root_secret: 'Rt0!secret#Key42' });

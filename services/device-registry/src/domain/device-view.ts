@@ -28,12 +28,21 @@ export function deviceView(device: DeviceRecord, principal: Pick<Principal, 'per
     out.channels = CHANNELS.filter((c) => allowed.has(c));
     out.automation_enabled = device.automationEnabled;
   }
-  if (principal?.permissions.includes('health_read')) {
-    out.status = device.status === 'connected' ? 'connected' : 'disconnected';
-    out.status_changed_at = iso(device.statusChangedAt);
-    out.last_seen_at = iso(device.lastSeenAt);
-  }
+  if (principal?.permissions.includes('health_read')) Object.assign(out, connectivityOf(device));
   return out;
+}
+
+/** The connectivity fields of the spec's state table. */
+export function connectivityOf(device: Pick<DeviceRecord, 'status' | 'statusChangedAt' | 'lastSeenAt'>): {
+  status: 'connected' | 'disconnected';
+  status_changed_at: string | null;
+  last_seen_at: string | null;
+} {
+  return {
+    status: device.status === 'connected' ? 'connected' : 'disconnected',
+    status_changed_at: iso(device.statusChangedAt),
+    last_seen_at: iso(device.lastSeenAt),
+  };
 }
 
 /** The summary that travels in request envelopes (common/device-summary). */

@@ -1,4 +1,12 @@
-import { describeErrors, validatorFor, type Principal, type RegistrySettingsSealBody, type RequestEnvelope } from '@fleet/contracts';
+import {
+  describeErrors,
+  validatorFor,
+  type Principal,
+  type RegistryDeviceConnectivityBody,
+  type RegistryDeviceConnectivityReply,
+  type RegistrySettingsSealBody,
+  type RequestEnvelope,
+} from '@fleet/contracts';
 import {
   ConflictError,
   NotFoundError,
@@ -18,6 +26,7 @@ import {
   sealSetting,
 } from '../domain/crypto';
 import {
+  connectivityOf,
   deviceSummary,
   deviceView,
   HEALTH_HOURS_DEFAULT,
@@ -66,6 +75,7 @@ export const REGISTRY_SUBJECTS = [
   'registry.device.move',
   'registry.device.automation',
   'registry.org.tree',
+  'registry.device.connectivity',
   'registry.settings.seal',
 ] as const;
 export type RegistrySubject = (typeof REGISTRY_SUBJECTS)[number];
@@ -203,9 +213,7 @@ export function registryHandlers(deps: RegistryDeps): Record<RegistrySubject, Ha
       return {
         body: {
           device_id: device.deviceId,
-          status: device.status === 'connected' ? 'connected' : 'disconnected',
-          status_changed_at: device.statusChangedAt?.toISOString() ?? null,
-          last_seen_at: device.lastSeenAt?.toISOString() ?? null,
+          ...connectivityOf(device),
           telemetry: rows.map((r) => ({ created_at: r.createdAt.toISOString(), topic: r.topic, payload: r.payload })),
         },
       };
@@ -248,6 +256,15 @@ export function registryHandlers(deps: RegistryDeps): Record<RegistrySubject, Ha
 
     'registry.org.tree': async (req) => ({ body: { nodes: orgForest(await allOrgNodes(db), scopeOf(req.principal)) } }),
 
+    'registry.device.connectivity': async (req) => {
+      const validate = validatorFor('registry/device-connectivity');
+      if (!validate(req.body ?? {})) throw new ValidationError(`Invalid body: ${describeErrors(validate.errors)}`);
+      const { device_id: deviceId } = req.body as RegistryDeviceConnectivityBody;
+      const device = await findDevice(db, deviceId);
+      if (!device) throw new NotFoundError('Device not found.');
+      const reply: RegistryDeviceConnectivityReply = connectivityOf(device);
+      return { body: { ...reply } };
+    },
     'registry.settings.seal': async (req) => {
       const validate = validatorFor('registry/settings-seal');
       if (!validate(req.body ?? {})) throw new ValidationError(`Invalid body: ${describeErrors(validate.errors)}`);
