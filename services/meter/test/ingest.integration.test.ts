@@ -9,6 +9,8 @@ import { randomDeviceId, uniqueId, waitFor } from '@fleet/test-kit';
 import { DurablePullConsumer } from '../src/handlers/consumer';
 import { deviceInProcessor } from '../src/handlers/device-in';
 import { getEnergy, getSummary, listIntervals } from '../src/handlers/reads';
+import { parseRecord } from '../src/domain/record';
+import { ingestRecords } from '../src/store/ingest';
 import { clearDevice } from '../src/store/records';
 import { connectBus, createStream, createTestDb, deviceSends, envelope, logger, makeRecord, randomSid, type TestDb } from './support';
 
@@ -82,6 +84,31 @@ describe('ingest', () => {
     const round6 = (x: number) => Math.round(x * 1e6) / 1e6;
     expect(body.records[2]?.energy_wh).toEqual({ first: round6(r2.e![0] / 2), last: round6(r2.e![1] / 2) });
     expect(body.records[0]?.received_at).toBe(RECEIVED.toISOString());
+  });
+
+  it('recomputes the flags of a stored record when a late record lands before it', async () => {
+    const dev = randomDeviceId();
+    const sid = randomSid();
+    const rec = (seq: number, ct: number, e0: number) => parseRecord(dev, Buffer.from(JSON.stringify(makeRecord(sid, seq, T0 + seq * 900, { ct, e0 }))), RECEIVED);
+    await ingestRecords(testDb.db, [rec(0, 1, 100)]);
+    await ingestRecords(testDb.db, [rec(2, 2, 500), rec(4, 2, 300)]); // 2: CT changed since 0; 4: counter went backwards since 2
+    const flags = async () =>
+      (await list(dev, { start: String(T0), end: String(T0 + 7200) })).records.map((r) => [r.seq, (r.flags as Record<string, boolean>).meter_reconfigured, (r.flags as Record<string, boolean>).energy_reset]);
+    expect(await flags()).toEqual([
+      [0, false, false],
+      [2, true, false],
+      [4, false, true],
+    ]);
+    // 1 (CT 2) and 3 (counter already at zero) arrive late: the change now sits on 1, the reset on 3.
+    const result = await ingestRecords(testDb.db, [rec(3, 2, 5), rec(1, 2, 250), rec(1, 2, 250)]);
+    expect(result).toEqual({ stored: 2, duplicates: 1, cleared: 0 });
+    expect(await flags()).toEqual([
+      [0, false, false],
+      [1, true, false],
+      [2, false, false],
+      [3, false, true],
+      [4, false, false],
+    ]);
   });
 
   it('keeps quarantined records with their reason and null stats, and keeps going after them', async () => {

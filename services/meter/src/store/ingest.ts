@@ -10,18 +10,24 @@ export interface IngestResult {
   cleared: number;
 }
 
-interface Neighbour {
-  k: number;
-  present: boolean;
-  p_seq: bigint | null;
-  p_e_last: number | null;
-  p_ct: number | null;
-  n_seq: bigint | null;
-  n_arrival: bigint | null;
-  n_e_first: number | null;
-  n_e_last: number | null;
-  n_ct: number | null;
+/** A stored record near the batch's records: in a range, or the nearest below/above it. */
+interface StoredNeighbour {
+  d: string;
+  s: string;
+  seq: bigint;
+  arrival_seq: bigint;
+  quarantined: boolean;
+  e_first_raw: number | null;
+  e_last_raw: number | null;
+  ct_turns: number | null;
+  energy_reset: boolean;
+  meter_reconfigured: boolean;
+  /** 'p': nearest below a range (its own predecessor unknown); 'r': inside; 'n': nearest above. */
+  role: 'p' | 'r' | 'n';
 }
+
+/** Seqs further apart than this start a new range (so one very late record does not fetch a whole stream). */
+const RANGE_GAP = 256;
 
 const streamKey = (r: { deviceId: string; sid: string }): string => `${r.deviceId}\u0000${r.sid}`;
 
@@ -65,64 +71,87 @@ async function ingestInTx(tx: MeterTx, input: ParsedRecord[]): Promise<IngestRes
   const cleared = before - records.length;
   if (records.length === 0) return { stored: 0, duplicates, cleared };
 
-  // Neighbours already stored: whether the key exists, the previous and the next record of the stream.
-  const neighbours = await tx.$queryRawUnsafe<Neighbour[]>(
-    `SELECT k.k, EXISTS (SELECT 1 FROM interval_records x WHERE x.device_id = k.d AND x.sid = k.s AND x.seq = k.q) AS present,
-            p.seq AS p_seq, p.e_last_raw AS p_e_last, p.ct_turns AS p_ct,
-            n.seq AS n_seq, n.arrival_seq AS n_arrival, n.e_first_raw AS n_e_first, n.e_last_raw AS n_e_last, n.ct_turns AS n_ct
-       FROM unnest($1::text[], $2::text[], $3::bigint[], $4::int[]) AS k(d, s, q, k)
-       LEFT JOIN LATERAL (SELECT seq, e_last_raw, ct_turns FROM interval_records r
-                           WHERE r.device_id = k.d AND r.sid = k.s AND r.seq < k.q AND NOT r.quarantined
-                           ORDER BY r.seq DESC LIMIT 1) p ON true
-       LEFT JOIN LATERAL (SELECT seq, arrival_seq, e_first_raw, e_last_raw, ct_turns FROM interval_records r
-                           WHERE r.device_id = k.d AND r.sid = k.s AND r.seq > k.q AND NOT r.quarantined
-                           ORDER BY r.seq ASC LIMIT 1) n ON true`,
-    records.map((r) => r.deviceId),
-    records.map((r) => r.sid),
-    records.map((r) => r.seq),
-    records.map((_, i) => i),
-  );
-  const byIndex = new Map(neighbours.map((n) => [Number(n.k), n]));
-  const fresh = records.filter((_, i) => !byIndex.get(i)?.present);
-  duplicates += records.length - fresh.length;
-  if (fresh.length === 0) return { stored: 0, duplicates, cleared };
-  const info = new Map(records.map((r, i) => [r, byIndex.get(i) as Neighbour]));
-
-  // Streams in seq order: the predecessor of a record is the nearer of the stored one and the
-  // previous new record of the same stream.
+  // Stored records around the batch, per stream: every record inside each range of new seqs,
+  // and the nearest non-quarantined one below and above it.
   const streams = new Map<string, ParsedRecord[]>();
-  for (const r of fresh) {
-    if (r.quarantined) continue;
+  for (const r of records) {
     const list = streams.get(streamKey(r)) ?? [];
     list.push(r);
     streams.set(streamKey(r), list);
   }
-  const derived = new Map<ParsedRecord, ReturnType<typeof deriveFields>>();
-  const successorUpdates = new Map<bigint, { arrival: bigint; flags: ReturnType<typeof deriveFields> }>();
+  const ranges: Array<{ d: string; s: string; lo: number; hi: number }> = [];
   for (const list of streams.values()) {
     list.sort((a, b) => a.seq - b.seq);
-    let prevNew: ParsedRecord | undefined;
-    for (const r of list) {
-      const n = info.get(r) as Neighbour;
-      const storedPrevSeq = n.p_seq === null ? -1 : Number(n.p_seq);
-      let pred: Predecessor | null = n.p_seq === null ? null : { eLastRaw: n.p_e_last, ctTurns: n.p_ct };
-      if (prevNew && prevNew.seq > storedPrevSeq) pred = { eLastRaw: prevNew.eLastRaw, ctTurns: prevNew.ctTurns };
-      derived.set(r, deriveFields(r, pred));
-      prevNew = r;
+    let lo = list[0] as ParsedRecord;
+    let hi = lo;
+    for (const r of list.slice(1)) {
+      if (r.seq - hi.seq > RANGE_GAP) {
+        ranges.push({ d: lo.deviceId, s: lo.sid, lo: lo.seq, hi: hi.seq });
+        lo = r;
+      }
+      hi = r;
     }
-    // The stored record right after each new one gets the nearest new record below it as predecessor.
-    for (const r of list) {
-      const n = info.get(r) as Neighbour;
-      if (n.n_seq === null || n.n_arrival === null) continue;
-      const nextSeq = Number(n.n_seq);
-      const below = list.filter((x) => x.seq < nextSeq).at(-1) as ParsedRecord;
-      const flags = deriveFields(
-        { quarantined: false, eFirstRaw: n.n_e_first, eLastRaw: n.n_e_last, ctTurns: n.n_ct },
-        { eLastRaw: below.eLastRaw, ctTurns: below.ctTurns },
-      );
-      successorUpdates.set(n.n_arrival, { arrival: n.n_arrival, flags });
+    ranges.push({ d: lo.deviceId, s: lo.sid, lo: lo.seq, hi: hi.seq });
+  }
+  const cols = 'seq, arrival_seq, quarantined, e_first_raw, e_last_raw, ct_turns, energy_reset, meter_reconfigured';
+  const nearby = await tx.$queryRawUnsafe<StoredNeighbour[]>(
+    `SELECT g.d, g.s, x.* FROM unnest($1::text[], $2::text[], $3::bigint[], $4::bigint[]) AS g(d, s, lo, hi)
+       CROSS JOIN LATERAL (
+         (SELECT ${cols}, 'p' AS role FROM interval_records r WHERE r.device_id = g.d AND r.sid = g.s AND r.seq < g.lo AND NOT r.quarantined ORDER BY r.seq DESC LIMIT 1)
+         UNION ALL
+         (SELECT ${cols}, 'r' AS role FROM interval_records r WHERE r.device_id = g.d AND r.sid = g.s AND r.seq BETWEEN g.lo AND g.hi)
+         UNION ALL
+         (SELECT ${cols}, 'n' AS role FROM interval_records r WHERE r.device_id = g.d AND r.sid = g.s AND r.seq > g.hi AND NOT r.quarantined ORDER BY r.seq ASC LIMIT 1)
+       ) x`,
+    ranges.map((g) => g.d),
+    ranges.map((g) => g.s),
+    ranges.map((g) => g.lo),
+    ranges.map((g) => g.hi),
+  );
+  const storedByStream = new Map<string, Map<number, StoredNeighbour>>();
+  for (const n of nearby) {
+    const key = streamKey({ deviceId: n.d, sid: n.s });
+    const bySeq = storedByStream.get(key) ?? new Map<number, StoredNeighbour>();
+    const seq = Number(n.seq);
+    const had = bySeq.get(seq);
+    if (!had || had.role === 'p') bySeq.set(seq, n);
+    storedByStream.set(key, bySeq);
+  }
+
+  // Walk each stream in seq order: a new record's predecessor is the nearest non-quarantined
+  // record below it (stored or new); a stored record whose predecessor is now a new one gets its
+  // flags recomputed.
+  const fresh: ParsedRecord[] = [];
+  const derived = new Map<ParsedRecord, ReturnType<typeof deriveFields>>();
+  const successorUpdates: Array<{ arrival: bigint; flags: ReturnType<typeof deriveFields> }> = [];
+  for (const [key, list] of streams) {
+    const stored = storedByStream.get(key) ?? new Map<number, StoredNeighbour>();
+    const newOnes = list.filter((r) => !stored.has(r.seq));
+    fresh.push(...newOnes);
+    type Item = { seq: number; fresh?: ParsedRecord; stored?: StoredNeighbour };
+    const chain: Item[] = [
+      ...newOnes.filter((r) => !r.quarantined).map((r) => ({ seq: r.seq, fresh: r })),
+      ...[...stored.values()].filter((n) => !n.quarantined).map((n) => ({ seq: Number(n.seq), stored: n })),
+    ].sort((a, b) => a.seq - b.seq);
+    let prev: Item | undefined;
+    for (const item of chain) {
+      const pred: Predecessor | null = prev
+        ? prev.fresh
+          ? { eLastRaw: prev.fresh.eLastRaw, ctTurns: prev.fresh.ctTurns }
+          : { eLastRaw: (prev.stored as StoredNeighbour).e_last_raw, ctTurns: (prev.stored as StoredNeighbour).ct_turns }
+        : null;
+      if (item.fresh) {
+        derived.set(item.fresh, deriveFields(item.fresh, pred));
+      } else if (item.stored && item.stored.role !== 'p' && prev?.fresh) {
+        const n = item.stored;
+        const flags = deriveFields({ quarantined: false, eFirstRaw: n.e_first_raw, eLastRaw: n.e_last_raw, ctTurns: n.ct_turns }, pred);
+        if (flags.energyReset !== n.energy_reset || flags.meterReconfigured !== n.meter_reconfigured) successorUpdates.push({ arrival: n.arrival_seq, flags });
+      }
+      prev = item;
     }
   }
+  duplicates += records.length - fresh.length;
+  if (fresh.length === 0) return { stored: 0, duplicates, cleared };
 
   const rows = fresh.map((r) => {
     const d = derived.get(r) ?? deriveFields(r, null);
@@ -181,8 +210,8 @@ async function ingestInTx(tx: MeterTx, input: ParsedRecord[]): Promise<IngestRes
      ON CONFLICT (device_id, sid, seq) DO NOTHING`,
     JSON.stringify(rows),
   );
-  if (successorUpdates.size > 0) {
-    const updates = [...successorUpdates.values()];
+  if (successorUpdates.length > 0) {
+    const updates = successorUpdates;
     await tx.$executeRawUnsafe(
       `UPDATE interval_records r SET energy_reset = u.reset, meter_reconfigured = u.reconf
          FROM unnest($1::bigint[], $2::boolean[], $3::boolean[]) AS u(a, reset, reconf) WHERE r.arrival_seq = u.a`,
