@@ -209,6 +209,12 @@ async function run(values: Values): Promise<void> {
     perDevice: prod === 'light' && perDeviceSensors > 0 ? (id) => ({ sensors: Array.from({ length: perDeviceSensors }, (_, k) => ({ tdlId: `${id}-t${k + 1}`, periodSec: sensorPeriod })) }) : undefined,
   });
 
+  if (prod === 'meter' && clock.speed > 1 && (values.clock ?? 'synced') === 'synced' && origin === undefined) {
+    console.log(
+      `[fleet-sim] note: synced meters at speed ${clock.speed} stamp records ahead of real time; the platform quarantines starts in the future. ` +
+        'Start the simulated clock in the past (--start-at) or use --clock free.',
+    );
+  }
   const t0 = Date.now();
   let last = { sent: 0, at: t0 };
   const status = (phase: string) => {
@@ -267,7 +273,7 @@ async function provision(values: Values): Promise<void> {
     if (values['name-prefix']) body.name = `${values['name-prefix']}${id}`;
     const res = await fetch(`${gateway.replace(/\/$/, '')}/v1/devices/${id}`, {
       method: 'POST',
-      headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json', 'idempotency-key': `fleet-sim-provision-${id}` },
+      headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' },
       body: JSON.stringify(body),
     });
     if (res.status === 201) created++;
