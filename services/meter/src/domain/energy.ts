@@ -39,36 +39,44 @@ export interface Bucket {
 
 /** The buckets covering [start, end); throws 400 when 2000 or more would be needed. */
 export function bucketsFor(start: Date, end: Date, width: BucketWidth, zone: string | undefined): Bucket[] {
-  const tz = zone ?? 'UTC';
-  let cursor: DateTime = DateTime.fromMillis(start.getTime(), { zone: tz }).startOf(width);
+  const tz = IANAZone.create(zone ?? 'UTC');
   const endMs = end.getTime();
   const buckets: Bucket[] = [];
-  while (cursor.toMillis() < endMs) {
+  let cursor = DateTime.fromMillis(start.getTime(), { zone: tz }).startOf(width).toMillis();
+  while (cursor < endMs) {
     if (buckets.length >= MAX_BUCKETS - 1) {
       throw new ValidationError(`invalid range: more than ${MAX_BUCKETS - 1} ${width} buckets; ${width === 'hour' ? "use bucket 'day' or " : ''}narrow 'start' and 'end'`);
     }
-    const next = nextBoundary(cursor, width);
-    buckets.push({ start: cursor.toMillis(), end: next.toMillis(), label: isoWithOffset(cursor, zone) });
+    const next = nextBoundary(cursor, width, tz);
+    buckets.push({ start: cursor, end: next, label: isoWithOffset(cursor, tz, zone === undefined) });
     cursor = next;
   }
   return buckets;
 }
 
-function nextBoundary(at: DateTime, width: BucketWidth): DateTime {
+const HOUR_MS = 3_600_000;
+
+function nextBoundary(at: number, width: BucketWidth, tz: IANAZone): number {
   if (width === 'day') {
     // Calendar arithmetic: local midnight of the next day (23 or 25 hours at DST changes).
-    return at.plus({ days: 1 }).startOf('day');
+    return DateTime.fromMillis(at, { zone: tz }).plus({ days: 1 }).startOf('day').toMillis();
   }
-  // An hour is 3600 s of real time; realign to the local hour for zones whose offset moves by
+  // An hour is 3600 s of real time; realign to the local hour where the zone's offset moves by
   // a fraction of an hour.
-  const next = at.plus({ hours: 1 });
-  const aligned = next.startOf('hour');
-  return aligned.toMillis() > at.toMillis() ? aligned : next;
+  const next = at + HOUR_MS;
+  const local = next + tz.offset(next) * 60_000;
+  const misaligned = ((local % HOUR_MS) + HOUR_MS) % HOUR_MS;
+  return misaligned === 0 || next - misaligned <= at ? next : next - misaligned;
 }
 
-function isoWithOffset(at: DateTime, zone: string | undefined): string {
-  if (!zone) return at.toUTC().toISO({ suppressMilliseconds: true }) ?? '';
-  return at.toISO({ suppressMilliseconds: true, includeOffset: true }) ?? '';
+/** The instant written in the zone's local time with its offset (`Z` for UTC buckets). */
+function isoWithOffset(at: number, tz: IANAZone, utc: boolean): string {
+  const offsetMin = tz.offset(at);
+  const local = new Date(at + offsetMin * 60_000).toISOString().slice(0, 19);
+  if (utc) return `${local}Z`;
+  const sign = offsetMin < 0 ? '-' : '+';
+  const abs = Math.abs(offsetMin);
+  return `${local}${sign}${String(Math.floor(abs / 60)).padStart(2, '0')}:${String(abs % 60).padStart(2, '0')}`;
 }
 
 /** Per-bucket sums as the store returns them: bucket index, Wh, counter records, resets. */
