@@ -510,11 +510,11 @@ export abstract class SimulatedDevice extends EventEmitter {
   }
 
   private afterConnect(client: MqttClient, sessionPresent: boolean): void {
-    if (!sessionPresent) {
-      const topics: Record<string, { qos: 0 | 1 | 2 }> = { [`${this.base}/sys/exe`]: { qos: 2 } };
-      for (const [sub, qos] of Object.entries(this.subscriptions())) topics[`${this.base}/${sub}`] = { qos };
-      client.subscribe(topics);
-    }
+    // Subscribe after every connect, session or not: a session left by an earlier run under
+    // another topic root would otherwise leave the device deaf.
+    const topics: Record<string, { qos: 0 | 1 | 2 }> = { [`${this.base}/sys/exe`]: { qos: 2 } };
+    for (const [sub, qos] of Object.entries(this.subscriptions())) topics[`${this.base}/${sub}`] = { qos };
+    client.subscribe(topics);
     void this.publish('status', 'online', 1, true);
     void this.publishSettings();
     if (this.bootReason) {
