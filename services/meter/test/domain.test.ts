@@ -293,6 +293,7 @@ describe('acknowledgements and live answers', () => {
     expect(parseLive(enc({ token: 't_1', error: 'busy' }), at, () => undefined)).toEqual({ token: 't_1', state: 'failed', reason: 'busy' });
     expect(parseLive(enc({ token: 't_1', link: 'timeout', v: null }), at, () => undefined)).toMatchObject({ reading: { link: 'timeout', answered: false, voltage_v: null } });
     expect(parseLive(enc('junk'), at, () => undefined)).toBeNull();
+    expect(parseLive(enc({ token: 't_2', link: 'ok', v: 230, i: 0, p: 0, pf: 0, f: 50, ct: 1, age_s: 0.2 }), at, () => undefined)).toMatchObject({ reading: { power_factor: null, power_w: 0 } });
   });
 });
 

@@ -96,7 +96,8 @@ export function parseLive(payload: Uint8Array, takenAt: Date, requestedAt: (toke
       voltage_v: num(d.v),
       current_a: corrected(d.i),
       power_w: corrected(d.p),
-      power_factor: num(d.pf),
+      // Null, never zero, when nothing draws power.
+      power_factor: num(d.pf) === 0 || num(d.p) === 0 ? null : num(d.pf),
       frequency_hz: num(d.f),
       ct_turns: ct,
       age_s: num(d.age_s),
