@@ -227,6 +227,80 @@ describe('a meter across the New York autumn change', () => {
   }, 120_000);
 });
 
+describe('live readings and energy resets through the broker', () => {
+  test('sample: pending then done with the reading corrected for CT turns; one per 10 s; another device’s token is 404', async () => {
+    const meter = await startMeter({ origin: Date.now() - 600_000, speed: 1, intervalSec: 900, ctTurns: 2, loadW: 600 });
+    const first = await waitFor(async () => {
+      const res = await api('POST', `/v1/meter/devices/${meter.deviceId}/sample`, { key: partner.key });
+      return res.status === 409 ? undefined : res;
+    }, { timeoutMs: 15_000, intervalMs: 300, what: 'the meter to count as connected' });
+    expect(first.status).toBe(202);
+    expect(first.body).toMatchObject({ device_id: meter.deviceId, state: 'pending', token: expect.any(String), requested_at: expect.any(String) });
+    expect(Number(first.body.timeout_s)).toBeLessThanOrEqual(30);
+    const location = first.headers.get('location') as string;
+    expect(location).toBe(`/v1/meter/devices/${meter.deviceId}/sample/${String(first.body.token)}`);
+
+    const again = await api('POST', `/v1/meter/devices/${meter.deviceId}/sample`, { key: partner.key });
+    expect(again.status).toBe(429);
+    expect(Number(again.headers.get('retry-after'))).toBeGreaterThanOrEqual(1);
+    expect(Number(again.headers.get('retry-after'))).toBeLessThanOrEqual(10);
+
+    const done = await waitFor(async () => {
+      const r = await api('GET', location, { key: partner.key });
+      return r.body.state !== 'pending' ? r.body : undefined;
+    }, { timeoutMs: 10_000, intervalMs: 300, what: 'the live reading' });
+    const answer = meter.sent.find((m) => m.sub === 'live');
+    const live = JSON.parse((answer?.payload as Buffer).toString('utf8')) as { v: number; i: number; p: number; pf: number; f: number; ct: number; age_s: number };
+    expect(done).toMatchObject({
+      state: 'done',
+      reason: null,
+      reading: { link: 'ok', answered: true, voltage_v: live.v, current_a: round6(live.i / 2), power_w: round6(live.p / 2), frequency_hz: live.f, ct_turns: 2, age_s: live.age_s },
+    });
+    const other = await provision('meter');
+    const foreign = await api('GET', `/v1/meter/devices/${other}/sample/${String(first.body.token)}`, { key: partner.key });
+    expect(foreign.status).toBe(404);
+    await meter.stop();
+  }, 60_000);
+
+  test('sample: 409 device_offline with the connectivity fields for a meter that is not connected; failed with the meter’s reason', async () => {
+    const offline = await provision('meter');
+    const res = await api('POST', `/v1/meter/devices/${offline}/sample`, { key: partner.key });
+    expect(res.status).toBe(409);
+    expect(res.body).toMatchObject({ code: 'device_offline' });
+    expect(Object.keys(res.body)).toEqual(expect.arrayContaining(['status', 'status_changed_at', 'last_seen_at']));
+
+    const busy = await startMeter({ origin: Date.now() - 600_000, speed: 1, sampleError: 'busy' });
+    const req = await waitFor(async () => {
+      const r = await api('POST', `/v1/meter/devices/${busy.deviceId}/sample`, { key: partner.key });
+      return r.status === 409 ? undefined : r;
+    }, { timeoutMs: 15_000, intervalMs: 300 });
+    expect(req.status).toBe(202);
+    const failed = await waitFor(async () => {
+      const r = await api('GET', req.headers.get('location') as string, { key: partner.key });
+      return r.body.state !== 'pending' ? r.body : undefined;
+    }, { timeoutMs: 10_000, intervalMs: 300 });
+    expect(failed).toMatchObject({ state: 'failed', reason: 'busy', reading: null });
+    await busy.stop();
+  }, 60_000);
+
+  test('resetenergy: 409 without the right confirm; failed with the meter’s reason', async () => {
+    const meter = await startMeter({ origin: Date.now() - 600_000, speed: 1, resetEnergyFailure: 'counter locked' });
+    const wrong = await api('POST', `/v1/meter/devices/${meter.deviceId}/resetenergy`, { key: partner.key, body: { confirm: 'nope' } });
+    expect(wrong.status).toBe(409);
+    expect(wrong.body.code).toBe('confirmation_required');
+    const res = await api('POST', `/v1/meter/devices/${meter.deviceId}/resetenergy`, { key: partner.key, body: { confirm: meter.deviceId } });
+    expect(res.status).toBe(202);
+    const pending = await api('GET', res.headers.get('location') as string, { key: partner.key });
+    expect(pending.status).toBe(200);
+    const failed = await waitFor(async () => {
+      const r = await api('GET', res.headers.get('location') as string, { key: partner.key });
+      return r.body.state !== 'pending' ? r.body : undefined;
+    }, { timeoutMs: 10_000, intervalMs: 300 });
+    expect(failed).toMatchObject({ state: 'failed', result: 'failed', reason: 'counter locked', at: expect.any(String), requested_at: expect.any(String) });
+    await meter.stop();
+  }, 60_000);
+});
+
 describe('bad values, report, clears and light devices', () => {
   test('quarantined records are kept with a reason and null stats, and do not block the rest', async () => {
     const meter = await startMeter({ origin: Date.parse('2026-05-01T00:00:00Z'), speed: 3600, intervalSec: 900, badValues: true });
