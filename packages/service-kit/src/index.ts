@@ -4,3 +4,4 @@ export * from './config';
 export * from './bus';
 export * from './health';
 export * from './runtime';
+export * from './pull-consumer';

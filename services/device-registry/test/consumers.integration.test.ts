@@ -5,7 +5,7 @@
 import { headers, JSONCodec, RetentionPolicy, StorageType, type JetStreamClient, type NatsConnection } from 'nats';
 import { randomDeviceId, uniqueId, waitFor } from '@fleet/test-kit';
 import { connectivityConsumer } from '../src/handlers/connectivity-consumer';
-import type { DurablePullConsumer } from '../src/handlers/pull-consumer';
+import type { DurablePullConsumer } from '@fleet/service-kit';
 import { telemetryConsumer } from '../src/handlers/telemetry-consumer';
 import { disconnectSilent } from '../src/store/connectivity';
 import { insertDevice } from '../src/store/devices';

@@ -7,7 +7,7 @@ import { BridgePublisher } from '../src/bridge-client';
 import { forgetRemovedDevices } from '../src/handlers/device-events';
 import { serveLight } from '../src/handlers/light';
 import { stateConsumer } from '../src/handlers/state-consumer';
-import type { DurablePullConsumer } from '../src/handlers/pull-consumer';
+import type { DurablePullConsumer } from '@fleet/service-kit';
 import { connectBus, createTestDb, logger, principal, PublishStandIn, startPrivateNats, type PrivateNats, type TestDb } from './support';
 
 let nats: PrivateNats;

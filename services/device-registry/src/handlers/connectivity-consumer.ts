@@ -1,9 +1,8 @@
 import type { NatsConnection } from 'nats';
-import type { Logger } from '@fleet/service-kit';
+import { DurablePullConsumer, type Logger } from '@fleet/service-kit';
 import { parseBatch, summarizeBatch } from '../domain/connectivity';
 import { applyConnectivityEffects } from '../store/connectivity';
 import type { RegistryDb } from '../store/prisma';
-import { DurablePullConsumer } from './pull-consumer';
 
 export interface ConnectivityConsumerOptions {
   stream: string;

@@ -1,8 +1,7 @@
 import type { NatsConnection } from 'nats';
-import type { Logger } from '@fleet/service-kit';
+import { DurablePullConsumer, type Logger } from '@fleet/service-kit';
 import type { RegistryDb } from '../store/prisma';
 import { insertTelemetry, type TelemetryRow } from '../store/telemetry';
-import { DurablePullConsumer } from './pull-consumer';
 
 export interface TelemetryConsumerOptions {
   stream: string;

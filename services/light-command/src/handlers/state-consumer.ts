@@ -1,9 +1,8 @@
 import type { NatsConnection } from 'nats';
 import { isChannel } from '@fleet/light-wire';
-import type { Logger } from '@fleet/service-kit';
+import { DurablePullConsumer, type Logger } from '@fleet/service-kit';
 import type { LightDb } from '../store/prisma';
 import { storeStates, type StateReport } from '../store/states';
-import { DurablePullConsumer } from './pull-consumer';
 
 export interface StateConsumerOptions {
   stream: string;

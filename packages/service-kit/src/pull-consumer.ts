@@ -1,5 +1,5 @@
 import { AckPolicy, DeliverPolicy, type JsMsg, type NatsConnection } from 'nats';
-import type { Logger } from '@fleet/service-kit';
+import type { Logger } from './logger';
 
 export interface PullConsumerOptions {
   stream: string;

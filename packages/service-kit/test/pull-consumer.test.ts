@@ -1,0 +1,51 @@
+import { connect, type NatsConnection, StringCodec } from 'nats';
+import { createLogger, DurablePullConsumer } from '@fleet/service-kit';
+import { startPrivateNats, waitFor, type PrivateNats } from '@fleet/test-kit';
+
+const sc = StringCodec();
+let nats: PrivateNats;
+let nc: NatsConnection;
+
+beforeAll(async () => {
+  nats = await startPrivateNats();
+  nc = await connect({ servers: nats.url });
+});
+
+afterAll(async () => {
+  await nc.close();
+  await nats.stop();
+});
+
+describe('DurablePullConsumer', () => {
+  it('waits for its stream, acks a batch after it was processed, and redelivers a failed batch', async () => {
+    const seen: string[] = [];
+    let failOnce = true;
+    const consumer = new DurablePullConsumer(nc, {
+      stream: 'S1',
+      durable: 'worker',
+      filterSubject: 'in.>',
+      batch: 10,
+      logger: createLogger('test', 'silent'),
+      process: async (messages) => {
+        if (failOnce && messages.some((m) => sc.decode(m.data) === 'b')) {
+          failOnce = false;
+          throw new Error('database down');
+        }
+        seen.push(...messages.map((m) => sc.decode(m.data)));
+      },
+    });
+    consumer.start();
+    // The stream appears after the consumer started, as when the bridge creates it later.
+    await new Promise((r) => setTimeout(r, 300));
+    const jsm = await nc.jetstreamManager();
+    await jsm.streams.add({ name: 'S1', subjects: ['in.>'] });
+    const js = nc.jetstream();
+    for (const v of ['a', 'b', 'c']) await js.publish(`in.${v}`, sc.encode(v));
+    await waitFor(() => ['a', 'b', 'c'].every((v) => seen.includes(v)), { timeoutMs: 10_000, what: 'all messages processed' });
+    await consumer.stop();
+    const info = await jsm.consumers.info('S1', 'worker');
+    expect(info.num_ack_pending).toBe(0);
+    expect(info.num_pending).toBe(0);
+    expect(failOnce).toBe(false);
+  });
+});
