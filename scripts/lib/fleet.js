@@ -4,8 +4,8 @@
 // by the end-to-end tests.
 const { spawn } = require('node:child_process');
 const fs = require('node:fs');
-const net = require('node:net');
 const path = require('node:path');
+const { freePort } = require('./ports');
 const { startNatsServer } = require('./nats');
 const { startDynsecBroker, loadOrCreateAdminPassword } = require('./mosquitto');
 
@@ -22,17 +22,6 @@ function databaseUrl(base, name) {
   const url = new URL(base);
   url.pathname = `/${name}`;
   return url.toString();
-}
-
-function freePort() {
-  return new Promise((resolve, reject) => {
-    const server = net.createServer();
-    server.once('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const { port } = server.address();
-      server.close(() => resolve(port));
-    });
-  });
 }
 
 async function waitReady(url, child, timeoutMs) {

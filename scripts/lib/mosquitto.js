@@ -13,8 +13,8 @@
 const { spawn, execFileSync } = require('node:child_process');
 const crypto = require('node:crypto');
 const fs = require('node:fs');
-const net = require('node:net');
 const path = require('node:path');
+const { accepting, freePort } = require('./ports');
 
 const MOSQUITTO = process.env.MOSQUITTO_BIN ?? '/usr/sbin/mosquitto';
 const MOSQUITTO_CTRL = process.env.MOSQUITTO_CTRL_BIN ?? 'mosquitto_ctrl';
@@ -101,28 +101,6 @@ function writeConfig(dataDir, port) {
   return conf;
 }
 
-function portAccepts(port) {
-  return new Promise((resolve) => {
-    const socket = net.connect({ port, host: '127.0.0.1' });
-    socket.once('connect', () => {
-      socket.destroy();
-      resolve(true);
-    });
-    socket.once('error', () => resolve(false));
-  });
-}
-
-function freePort() {
-  return new Promise((resolve, reject) => {
-    const server = net.createServer();
-    server.once('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const { port } = server.address();
-      server.close(() => resolve(port));
-    });
-  });
-}
-
 /**
  * Starts Mosquitto with the dynamic-security plugin on 127.0.0.1:<port> (a free port when
  * port is 0 or missing), keeping its config, plugin file, persistence and log in dataDir.
@@ -166,7 +144,7 @@ async function startDynsecBroker(options) {
   const deadline = Date.now() + (options.readyTimeoutMs ?? 10_000);
   for (;;) {
     if (exited) throw new Error(`mosquitto exited during start; see ${logFile}`);
-    if (await portAccepts(port)) break;
+    if (await accepting(port)) break;
     if (Date.now() > deadline) {
       await stop();
       throw new Error(`mosquitto did not listen on ${port}; see ${logFile}`);
