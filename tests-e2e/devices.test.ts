@@ -236,3 +236,17 @@ describe('organizations', () => {
     expect((await api('GET', `/v1/devices/${id}`, { key: scoped.key })).status).toBe(200);
   });
 });
+
+describe('scope cache', () => {
+  it('forgets a device moved out of a partner\'s scope at once', async () => {
+    const [from, to] = [await admin('org', 'create', '--name', `From ${randomDeviceId()}`), await admin('org', 'create', '--name', `To ${randomDeviceId()}`)];
+    const mover = await partnerWithKey(['--permissions', 'device_provisioning,config_write', '--access-all-devices']);
+    // The state route's owner trusts the gateway's scope resolution, so this shows the gateway's cache.
+    const watcherKey = (await partnerWithKey(['--permissions', 'state_read', '--grant', String(from.id)])).key;
+    const id = randomDeviceId();
+    expect((await api('POST', `/v1/devices/${id}`, { key: mover.key, body: { credential_format: 'derived-v1', org: from.name } })).status).toBe(201);
+    expect((await api('GET', `/v1/devices/${id}/state`, { key: watcherKey })).status).toBe(200);
+    expect((await api('PUT', `/v1/devices/${id}/org`, { key: mover.key, body: { org_node_id: to.id } })).status).toBe(204);
+    expect((await api('GET', `/v1/devices/${id}/state`, { key: watcherKey })).status).toBe(404);
+  });
+});
