@@ -201,7 +201,7 @@ async function ingestInTx(tx: MeterTx, input: ParsedRecord[]): Promise<IngestRes
         v_avg, v_min, v_max, i_avg, i_min, i_max, p_avg, p_min, p_max, f_avg, f_min, f_max, pf_avg, pf_min, pf_max,
         e_first_raw, e_last_raw, energy_used_wh, ct_turns, alarm_reads, partial, energy_reset, meter_reconfigured,
         quarantined, quarantine_reason, received_at
-       FROM jsonb_to_recordset($1::jsonb) AS x(device_id text, sid text, seq bigint, start_at timestamptz, time_quality text,
+       FROM json_to_recordset($1::json) AS x(device_id text, sid text, seq bigint, start_at timestamptz, time_quality text,
         duration_s int, reads_n int, reads_err int, v_avg float8, v_min float8, v_max float8, i_avg float8, i_min float8,
         i_max float8, p_avg float8, p_min float8, p_max float8, f_avg float8, f_min float8, f_max float8, pf_avg float8,
         pf_min float8, pf_max float8, e_first_raw float8, e_last_raw float8, energy_used_wh float8, ct_turns int,
