@@ -224,6 +224,7 @@ describe('energy buckets', () => {
     expect(bucketsFor(new Date(0), new Date(1999 * 3_600_000), 'hour', undefined)).toHaveLength(1999);
     expect(() => bucketsFor(new Date(0), new Date(2000 * 3_600_000), 'hour', undefined)).toThrow(ValidationError);
     expect(() => parseZone('Mars/Olympus')).toThrow("invalid 'tz'");
+    expect(() => bucketsFor(new Date(8.6e15), new Date(8.64e15), 'day', undefined)).toThrow(ValidationError);
     expect(parseZone('Europe/Berlin')).toBe('Europe/Berlin');
   });
 

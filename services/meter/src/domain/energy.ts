@@ -43,11 +43,13 @@ export function bucketsFor(start: Date, end: Date, width: BucketWidth, zone: str
   const endMs = end.getTime();
   const buckets: Bucket[] = [];
   let cursor = DateTime.fromMillis(start.getTime(), { zone: tz }).startOf(width).toMillis();
+  if (!Number.isFinite(cursor) || !Number.isFinite(endMs)) throw new ValidationError("invalid 'start': outside the supported dates");
   while (cursor < endMs) {
     if (buckets.length >= MAX_BUCKETS - 1) {
       throw new ValidationError(`invalid range: more than ${MAX_BUCKETS - 1} ${width} buckets; ${width === 'hour' ? "use bucket 'day' or " : ''}narrow 'start' and 'end'`);
     }
     const next = nextBoundary(cursor, width, tz);
+    if (!(next > cursor)) throw new ValidationError("invalid 'end': outside the supported dates");
     buckets.push({ start: cursor, end: next, label: isoWithOffset(cursor, tz, zone === undefined) });
     cursor = next;
   }
