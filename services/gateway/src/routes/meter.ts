@@ -6,7 +6,7 @@ import type { JsonSchema, RouteDef } from './types';
 const dateTime: JsonSchema = { type: 'string', format: 'date-time' };
 const dateTimeOrNull: JsonSchema = { type: ['string', 'null'], format: 'date-time' };
 const timeParam = (what: string): JsonSchema => ({ type: 'string', description: `${what} ISO 8601 date-time (no offset means UTC) or epoch seconds.` });
-const tokenParam: JsonSchema = { type: 'string', pattern: '^[A-Za-z0-9_.:-]{1,64}$' };
+const tokenParam: JsonSchema = { type: 'string', minLength: 1, maxLength: 128, description: 'The token of the 202 answer; a token not issued for this device is 404.' };
 const meter = { product: 'meter' as const };
 
 const stat: JsonSchema = {
