@@ -336,3 +336,13 @@ function rowOf(r: ReturnType<typeof parseRecord>): RecordRow {
     received_at: r.receivedAt,
   };
 }
+
+describe('store outages', () => {
+  it('tells a database out of reach from other failures', async () => {
+    const { isStoreOutage } = await import('../src/handlers/serve');
+    expect(isStoreOutage(Object.assign(new Error('connect ECONNREFUSED 127.0.0.1:5432'), { code: 'ECONNREFUSED' }))).toBe(true);
+    expect(isStoreOutage(new Error('wrapped', { cause: Object.assign(new Error('x'), { code: '57P01' }) }))).toBe(true);
+    expect(isStoreOutage(new TypeError('undefined is not a function'))).toBe(false);
+    expect(isStoreOutage(undefined)).toBe(false);
+  });
+});

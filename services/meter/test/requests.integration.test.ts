@@ -10,6 +10,8 @@ import { randomDeviceId, uniqueId, waitFor } from '@fleet/test-kit';
 import { DurablePullConsumer } from '../src/handlers/consumer';
 import { deviceInProcessor } from '../src/handlers/device-in';
 import { getReset, getSample, requestReset, requestSample, sendReport, type RequestDeps } from '../src/handlers/requests';
+import { serveMeter } from '../src/handlers/serve';
+import { openMeterDb } from '../src/store/prisma';
 import { readSample } from '../src/store/requests';
 import { connectBus, createStream, createTestDb, deviceSends, envelope, logger, type TestDb } from './support';
 
@@ -219,5 +221,17 @@ describe('energy reset', () => {
     expect(await settled(c)).toMatchObject({ state: 'failed', result: 'failed', reason: 'counter locked' });
 
     expect((await refusal(getReset(deps, withParams(randomDeviceId(), { token: c })))).status).toBe(404);
+  });
+});
+
+describe('store outage', () => {
+  it('answers 503, not 500, when Postgres cannot be reached', async () => {
+    const down = openMeterDb('postgresql://postgres@127.0.0.1:1/fleet_meter_unreachable', 1);
+    const prefix = `${uniqueId('down')}.`;
+    serveMeter(bus, down, { ...deps, db: down }, prefix);
+    const reply = await bus.request(`${prefix}meter.interval.list`, envelope(randomDeviceId()));
+    expect(reply.ok).toBe(false);
+    expect(!reply.ok && [reply.error.status, reply.error.code]).toEqual([503, 'service_unavailable']);
+    await down.$disconnect();
   });
 });
