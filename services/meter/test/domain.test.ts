@@ -1,4 +1,5 @@
 import { ValidationError } from '@fleet/service-kit';
+import { fromBeforeClear } from '../src/domain/clears';
 import { bucketsFor, energyPoints, energyTotal, parseZone } from '../src/domain/energy';
 import { decodeCursor, encodeCursor, parseTime, planIntervals } from '../src/domain/query';
 import { deriveFields, parseRecord, QUARANTINE_REASONS } from '../src/domain/record';
@@ -344,5 +345,25 @@ describe('store outages', () => {
     expect(isStoreOutage(new Error('wrapped', { cause: Object.assign(new Error('x'), { code: '57P01' }) }))).toBe(true);
     expect(isStoreOutage(new TypeError('undefined is not a function'))).toBe(false);
     expect(isStoreOutage(undefined)).toBe(false);
+  });
+});
+
+describe('records from before a clear', () => {
+  const mark = { clearedAt: new Date('2026-06-01T12:00:00Z'), streams: { aaaaaaaa: 10 }, maxStartAt: new Date('2026-01-01T10:00:00Z') };
+  const rec = (sid: string, seq: number, start: string | null, received = '2026-06-01T12:00:01Z') => ({
+    sid,
+    seq,
+    startAt: start ? new Date(start) : null,
+    receivedAt: new Date(received),
+  });
+  it('tells by the stream, then by the meter clock, then by arrival', () => {
+    expect(fromBeforeClear(rec('aaaaaaaa', 10, '2026-01-01T10:00:00Z'), mark)).toBe(true); // a repeat
+    expect(fromBeforeClear(rec('aaaaaaaa', 7, null), mark)).toBe(true); // late, no clock
+    expect(fromBeforeClear(rec('aaaaaaaa', 11, '2026-01-01T10:15:00Z'), mark)).toBe(false); // the next interval
+    expect(fromBeforeClear(rec('bbbbbbbb', 0, '2026-01-01T10:30:00Z'), mark)).toBe(false); // a new stream
+    expect(fromBeforeClear(rec('cccccccc', 3, '2026-01-01T09:00:00Z'), mark)).toBe(true); // an older stream's late record
+    expect(fromBeforeClear(rec('#0011223344556677', -1, null, '2026-06-01T11:59:59Z'), mark)).toBe(true);
+    expect(fromBeforeClear(rec('#0011223344556677', -1, null, '2026-06-01T12:00:01Z'), mark)).toBe(false);
+    expect(fromBeforeClear(rec('dddddddd', 0, null), mark)).toBe(false);
   });
 });

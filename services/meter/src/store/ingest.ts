@@ -1,3 +1,4 @@
+import { fromBeforeClear } from '../domain/clears';
 import { deriveFields, type ParsedRecord, type Predecessor } from '../domain/record';
 import { INGEST_LOCK_KEY, type MeterDb, type MeterTx } from './prisma';
 
@@ -56,17 +57,18 @@ async function ingestInTx(tx: MeterTx, input: ParsedRecord[]): Promise<IngestRes
   }
   let duplicates = input.length - records.length;
 
-  // Clears: a record that started (or, without a start, arrived) before the device's latest clear is not stored.
+  // Clears: records from before the latest clear of their device are not stored.
   const devices = [...new Set(records.map((r) => r.deviceId))];
-  const clears = await tx.$queryRawUnsafe<Array<{ device_id: string; cleared_at: Date }>>(
-    'SELECT device_id, max(cleared_at) AS cleared_at FROM meter_clears WHERE device_id = ANY($1::text[]) GROUP BY device_id',
+  const clears = await tx.$queryRawUnsafe<Array<{ device_id: string; cleared_at: Date; streams: Record<string, number>; max_start_at: Date | null }>>(
+    `SELECT DISTINCT ON (device_id) device_id, cleared_at, streams, max_start_at FROM meter_clears
+      WHERE device_id = ANY($1::text[]) ORDER BY device_id, cleared_at DESC, id DESC`,
     devices,
   );
-  const clearedAt = new Map(clears.map((c) => [c.device_id, c.cleared_at.getTime()]));
+  const marks = new Map(clears.map((c) => [c.device_id, { clearedAt: c.cleared_at, streams: c.streams, maxStartAt: c.max_start_at }]));
   const before = records.length;
   records = records.filter((r) => {
-    const at = clearedAt.get(r.deviceId);
-    return at === undefined || (r.startAt ?? r.receivedAt).getTime() >= at;
+    const mark = marks.get(r.deviceId);
+    return !mark || !fromBeforeClear(r, mark);
   });
   const cleared = before - records.length;
   if (records.length === 0) return { stored: 0, duplicates, cleared };

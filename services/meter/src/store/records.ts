@@ -157,14 +157,28 @@ export async function energyByBucket(
 
 /**
  * Clears a meter after testing: every record received so far stops being listed, and records
- * that started before now are not stored if they arrive later. Holds the ingest lock so no
- * batch interleaves.
+ * from before the clear are not stored if they arrive later (see MeterClear and
+ * domain/clears.ts). Holds the ingest lock so no batch interleaves.
  */
 export async function clearDevice(db: MeterDb, deviceId: string, now = new Date()): Promise<{ cleared_records: number; cleared_at: string }> {
   return db.$transaction(async (tx) => {
     await tx.$queryRawUnsafe('SELECT 1 AS locked FROM pg_advisory_xact_lock($1::bigint)', INGEST_LOCK_KEY);
     const count = await tx.$executeRawUnsafe('UPDATE interval_records SET cleared = true WHERE device_id = $1 AND NOT cleared', deviceId);
-    await tx.meterClear.create({ data: { deviceId, clearedAt: now, records: count } });
+    // Marks in the meter's own terms, over every record of the device (earlier clears included).
+    const streams = await tx.$queryRawUnsafe<Array<{ sid: string; max_seq: bigint }>>(
+      "SELECT sid, max(seq) AS max_seq FROM interval_records WHERE device_id = $1 AND sid NOT LIKE '#%' GROUP BY sid",
+      deviceId,
+    );
+    const latest = await tx.$queryRawUnsafe<Array<{ max_start: Date | null }>>('SELECT max(start_at) AS max_start FROM interval_records WHERE device_id = $1', deviceId);
+    await tx.meterClear.create({
+      data: {
+        deviceId,
+        clearedAt: now,
+        records: count,
+        streams: Object.fromEntries(streams.map((s) => [s.sid, Number(s.max_seq)])),
+        maxStartAt: latest[0]?.max_start ?? null,
+      },
+    });
     return { cleared_records: count, cleared_at: now.toISOString() };
   });
 }
