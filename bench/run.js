@@ -21,6 +21,9 @@ const BENCHES = Object.fromEntries([require('./benches/account'), require('./ben
 // `bridge`: mqtt-bridge capturing device messages into DEVICE_IN (--devices, --messages).
 BENCHES.bridge = require('./benches/bridge-capture');
 
+// `meter`: simulated meters through broker, bridge and meter into Postgres; read latency over a year.
+BENCHES.meter = require('./benches/meter');
+
 const RESULTS_DIR = path.join(__dirname, 'results');
 
 function usage() {

@@ -1,0 +1,282 @@
+'use strict';
+// Meter ingest and reads through the fleet. Simulated meters (accelerated clocks) send interval
+// records through Mosquitto and mqtt-bridge into DEVICE_IN while the meter service is paused
+// (SIGSTOP); it is then resumed and the time to store every record in Postgres gives the stored
+// records per second, reported as a ratio to a bare multi-row INSERT of the same rows (all
+// columns, 1000 per statement) into a table of the same shape in the same database, measured in
+// the same run. Then a year of 15-minute records of one meter, and the p50/p99 latency of
+// GET .../intervals and GET .../energy through the gateway.
+const crypto = require('node:crypto');
+const fs = require('node:fs');
+const os = require('node:os');
+const path = require('node:path');
+const { performance } = require('node:perf_hooks');
+const { Client } = require('pg');
+const { connect: natsConnect, headers: natsHeaders } = require('nats');
+const { startFleet, freePort, ROOT } = require('../../scripts/lib/fleet');
+const { gatewayAdmin } = require('../lib/fleet-setup');
+
+const SERVICES = ['device-registry', 'meter', 'mqtt-bridge', 'gateway'];
+const POSTGRES_URL = process.env.POSTGRES_URL ?? 'postgresql://postgres@127.0.0.1:5432/postgres';
+const SECRET = 'Bench-Meter-Sec!';
+const TARGET_RATIO = 0.5;
+/** BENCH_METERS simulated meters (default 20), BENCH_METER_RECORDS records in all (default 30000). */
+const METERS = Number(process.env.BENCH_METERS || 20);
+const RECORDS = Number(process.env.BENCH_METER_RECORDS || 30000);
+/** Simulated seconds per real second, and the simulated interval length (short: fewer reads to simulate). */
+const SPEED = Number(process.env.BENCH_METER_SPEED || 12000);
+const INTERVAL_S = 60;
+const YEAR_RECORDS = 365 * 96;
+const LATENCY_REQUESTS = Number(process.env.BENCH_METER_REQUESTS || 200);
+const COLUMNS = [
+  'device_id', 'sid', 'seq', 'start_at', 'time_quality', 'duration_s', 'reads_n', 'reads_err', 'v_avg', 'v_min', 'v_max', 'i_avg', 'i_min', 'i_max',
+  'p_avg', 'p_min', 'p_max', 'f_avg', 'f_min', 'f_max', 'pf_avg', 'pf_min', 'pf_max', 'e_first_raw', 'e_last_raw', 'energy_used_wh', 'ct_turns',
+  'alarm_reads', 'partial', 'energy_reset', 'meter_reconfigured', 'quarantined', 'quarantine_reason', 'received_at',
+];
+
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+const deviceSim = () => require(path.join(ROOT, 'packages', 'device-sim', 'dist'));
+
+function databaseUrl(name) {
+  const url = new URL(POSTGRES_URL);
+  url.pathname = `/${name}`;
+  return url.toString();
+}
+
+async function dropDatabases(prefix) {
+  const client = new Client({ connectionString: POSTGRES_URL });
+  await client.connect();
+  try {
+    const { rows } = await client.query('SELECT datname FROM pg_database WHERE left(datname, length($1)) = $1', [prefix]);
+    for (const { datname } of rows) await client.query(`DROP DATABASE IF EXISTS "${datname.replace(/"/g, '""')}" WITH (FORCE)`);
+  } finally {
+    await client.end();
+  }
+}
+
+async function waitUntil(check, timeoutMs, what) {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const value = await check();
+    if (value) return value;
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await sleep(100);
+  }
+}
+
+function percentiles(samples) {
+  const xs = [...samples].sort((a, b) => a - b);
+  const at = (p) => xs[Math.min(xs.length - 1, Math.floor((p / 100) * xs.length))];
+  return { p50: Math.round(at(50) * 1000) / 1000, p99: Math.round(at(99) * 1000) / 1000, max: Math.round(xs[xs.length - 1] * 1000) / 1000, n: xs.length };
+}
+
+async function run(ctx) {
+  const { log } = ctx;
+  const id = crypto.randomBytes(4).toString('hex');
+  const databasePrefix = `fleet_bench_${id}_`;
+  const workDir = fs.mkdtempSync(path.join(os.tmpdir(), `fleet-bench-meter-${id}-`));
+  const logDir = path.join(workDir, 'logs');
+  const meters = [];
+  let fleet;
+  let db;
+  let nc;
+  let finished = false;
+  ctx.onCleanup(async () => {
+    await Promise.all(meters.map((m) => m.stop().catch(() => undefined)));
+    if (nc) await nc.close().catch(() => undefined);
+    if (db) await db.end().catch(() => undefined);
+    if (fleet) await fleet.stop().catch(() => undefined);
+    await dropDatabases(databasePrefix).catch(() => undefined);
+    if (finished) fs.rmSync(workDir, { recursive: true, force: true });
+    else process.stderr.write(`bench logs kept in ${logDir}\n`);
+  });
+
+  log(`starting ${SERVICES.join(', ')} (own nats-server, broker, databases)...`);
+  fleet = await startFleet({
+    services: SERVICES,
+    databasePrefix,
+    gatewayPort: await freePort(),
+    logDir,
+    mqttPort: 0,
+    mqttDataDir: path.join(workDir, 'mosquitto'),
+    dataDir: workDir,
+    privateNats: true,
+    env: { LOG_LEVEL: process.env.BENCH_LOG_LEVEL || 'warn', REDIS_KEY_PREFIX: `bench${id}:`, POSTGRES_URL },
+  });
+  const gatewayDb = databaseUrl(`${databasePrefix}gateway`);
+  const partner = await gatewayAdmin(gatewayDb, ['partner', 'create', '--name', `Bench meter ${id}`, '--permissions', 'all', '--access-all-devices', '--requests-per-min', '100000000']);
+  const { key } = await gatewayAdmin(gatewayDb, ['key', 'issue', '--partner', partner.id]);
+  const headers = { authorization: `Bearer ${key}`, 'content-type': 'application/json' };
+  const provision = async (deviceId) => {
+    const res = await fetch(`${fleet.gatewayUrl}/v1/devices/${deviceId}`, {
+      method: 'POST',
+      headers,
+      body: JSON.stringify({ credential_format: 'derived-v1', credential_source: 'root_secret', root_secret: SECRET, product: 'meter' }),
+    });
+    if (res.status !== 201) throw new Error(`provisioning ${deviceId} answered ${res.status}: ${await res.text()}`);
+  };
+  db = new Client({ connectionString: databaseUrl(`${databasePrefix}meter`) });
+  await db.connect();
+  const stored = async () => Number((await db.query('SELECT count(*) AS n FROM interval_records')).rows[0].n);
+
+  // 1. Ingest: a backlog in DEVICE_IN, then the meter service drains it.
+  const meterPid = fleet.services.find((s) => s.name === 'meter').pid;
+  log(`provisioning ${METERS} meters; pausing the meter service; meters send ${RECORDS} records (speed ${SPEED}, ${INTERVAL_S} s intervals)...`);
+  const { SimulatedMeter, SimClock } = deviceSim();
+  const clock = new SimClock({ speed: SPEED, origin: Date.now() - 400 * 86_400_000 });
+  let sent = 0;
+  for (let i = 0; i < METERS; i++) {
+    const deviceId = `C${id.toUpperCase().slice(0, 5)}${i.toString(16).toUpperCase().padStart(6, '0')}`;
+    await provision(deviceId);
+    const meter = new SimulatedMeter({ brokerUrl: fleet.mqttUrl, deviceId, rootSecret: SECRET, clock, intervalSec: INTERVAL_S, recordLimit: 0, logLimit: 0 });
+    meters.push(meter);
+  }
+  process.kill(meterPid, 'SIGSTOP');
+  let resumed = false;
+  const resume = () => {
+    if (!resumed) process.kill(meterPid, 'SIGCONT');
+    resumed = true;
+  };
+  ctx.onCleanup(async () => resume());
+  const perMeter = Math.ceil(RECORDS / METERS);
+  const done = [];
+  for (const meter of meters) {
+    let mine = 0;
+    done.push(
+      new Promise((resolve) => {
+        meter.on('record', () => {
+          sent++;
+          if (++mine === perMeter) {
+            meter.stop().then(resolve, resolve);
+          }
+        });
+      }),
+    );
+    await meter.start();
+  }
+  await Promise.all(done);
+  nc = await natsConnect({ servers: fleet.natsUrl });
+  const jsm = await nc.jetstreamManager();
+  const inStream = async () => {
+    const info = await jsm.streams.info('DEVICE_IN', { subjects_filter: 'dev.in.meter.*.iv' });
+    return Object.values(info.state.subjects ?? {}).reduce((a, b) => a + b, 0);
+  };
+  // What the bridge captured (a record in flight when its meter stopped may be missing): once it stops growing.
+  let total = -1;
+  for (let stable = 0; stable < 10; ) {
+    await sleep(100);
+    const n = await inStream();
+    stable = n === total ? stable + 1 : 0;
+    total = n;
+  }
+  if (total < sent * 0.95) throw new Error(`only ${total} of ${sent} records reached DEVICE_IN`);
+  log(`${total} records in DEVICE_IN; resuming the meter service...`);
+  const t0 = performance.now();
+  resume();
+  await waitUntil(async () => (await stored()) >= total, 300_000, `${total} records stored`);
+  const ingestSeconds = (performance.now() - t0) / 1000;
+  const fleetRate = total / ingestSeconds;
+
+  log('bare multi-row INSERT of the same rows (1000 per statement, all columns)...');
+  await db.query('CREATE TABLE bench_bare (LIKE interval_records INCLUDING DEFAULTS INCLUDING CONSTRAINTS INCLUDING INDEXES)');
+  const rows = (await db.query(`SELECT ${COLUMNS.join(', ')} FROM interval_records ORDER BY arrival_seq`)).rows;
+  const b0 = performance.now();
+  for (let i = 0; i < rows.length; i += 1000) {
+    const chunk = rows.slice(i, i + 1000);
+    const values = [];
+    const tuples = chunk.map((row, j) => {
+      for (const c of COLUMNS) values.push(row[c]);
+      return `(${COLUMNS.map((_, k) => `$${j * COLUMNS.length + k + 1}`).join(',')})`;
+    });
+    await db.query(`INSERT INTO bench_bare (${COLUMNS.join(', ')}) VALUES ${tuples.join(',')}`, values);
+  }
+  const bareRate = rows.length / ((performance.now() - b0) / 1000);
+
+  // 2. Reads over a year of 15-minute records of one meter (put into DEVICE_IN as the bridge does).
+  const yearMeter = `D${id.toUpperCase().slice(0, 5)}000000`;
+  await provision(yearMeter);
+  log(`a year of 15-minute records (${YEAR_RECORDS}) for ${yearMeter}...`);
+  const js = nc.jetstream();
+  const yearStart = Date.UTC(2025, 0, 1) / 1000;
+  const sid = crypto.randomBytes(4).toString('hex');
+  let counter = 1000;
+  for (let i = 0; i < YEAR_RECORDS; i += 1000) {
+    const batch = [];
+    for (let seq = i; seq < Math.min(YEAR_RECORDS, i + 1000); seq++) {
+      const used = 100 + (seq % 96);
+      const record = {
+        sid, seq, start: yearStart + seq * 900, clock: 'synced', dur: 900, n: 900, err: 0,
+        v: [230.1, 228.4, 231.9], i: [1.21, 0.02, 3.5], p: [276.0, 2.0, 801.0], f: [50.0, 49.9, 50.1], pf: [0.97, 0.5, 0.99],
+        e: [counter, counter + used], ct: 1, alarms: 0, partial: false,
+      };
+      counter += used + 0.3;
+      const h = natsHeaders();
+      h.set('Mqtt-Topic', `meter/${yearMeter}/iv`);
+      h.set('Received-At', new Date().toISOString());
+      batch.push(js.publish(`dev.in.meter.${yearMeter}.iv`, Buffer.from(JSON.stringify(record)), { headers: h }));
+    }
+    await Promise.all(batch);
+  }
+  await waitUntil(async () => (await stored()) >= total + YEAR_RECORDS, 300_000, 'the year of records');
+  await db.query('ANALYZE interval_records');
+  const get = async (url) => {
+    const s = performance.now();
+    const res = await fetch(`${fleet.gatewayUrl}${url}`, { headers });
+    await res.arrayBuffer();
+    if (res.status !== 200) throw new Error(`GET ${url} answered ${res.status}`);
+    return performance.now() - s;
+  };
+  const day = (k) => new Date((yearStart + (k % 364) * 86_400) * 1000).toISOString();
+  const latency = {};
+  const measure = async (name, urlOf) => {
+    for (let k = 0; k < 10; k++) await get(urlOf(k)); // warm-up
+    const samples = [];
+    for (let k = 0; k < LATENCY_REQUESTS; k++) samples.push(await get(urlOf(k * 7)));
+    latency[name] = percentiles(samples);
+  };
+  const base = `/v1/meter/devices/${yearMeter}`;
+  log(`latency: ${LATENCY_REQUESTS} sequential requests each...`);
+  await measure('intervals (a day, 96 records)', (k) => `${base}/intervals?start=${day(k)}&end=${day(k + 1)}`);
+  await measure('intervals (limit 1000)', (k) => `${base}/intervals?start=${day(k % 300)}&end=${day((k % 300) + 30)}&limit=1000`);
+  await measure('energy (day buckets, a year, Europe/Berlin)', () => `${base}/energy?bucket=day&tz=Europe/Berlin&start=2025-01-01T00:00:00Z&end=2026-01-01T00:00:00Z`);
+  await measure('energy (hour buckets, 80 days, America/New_York)', (k) => `${base}/energy?tz=America/New_York&start=${day(k % 280)}&end=${day((k % 280) + 80)}`);
+
+  const ratio = fleetRate / bareRate;
+  finished = true;
+  return {
+    bench: 'meter',
+    title: 'Meter records: simulated meters → broker → bridge → DEVICE_IN → meter → Postgres vs a bare multi-row INSERT; read latency over a year',
+    settings: { meters: METERS, records: total, speed: SPEED, interval_s: INTERVAL_S, year_records: YEAR_RECORDS, latency_requests: LATENCY_REQUESTS },
+    stored_records: total,
+    ingest_seconds: ingestSeconds,
+    fleet_records_per_s: fleetRate,
+    bare_insert_rows_per_s: bareRate,
+    rate_ratio: ratio,
+    target_ratio: TARGET_RATIO,
+    latency_ms: latency,
+    pass: ratio >= TARGET_RATIO,
+  };
+}
+
+function table(result) {
+  return {
+    head: ['measure', 'value'],
+    rows: [
+      ['records stored / s (fleet, draining DEVICE_IN)', result.fleet_records_per_s.toFixed(0)],
+      ['rows / s (bare multi-row INSERT, same rows)', result.bare_insert_rows_per_s.toFixed(0)],
+      ['ratio (target >= 0.5)', result.rate_ratio.toFixed(3)],
+      ...Object.entries(result.latency_ms).map(([name, l]) => [`GET ${name} p50 / p99 ms`, `${l.p50} / ${l.p99}`]),
+    ],
+    notes: [
+      `${result.settings.meters} meters sent ${result.stored_records} records while the meter service was paused; stored in ${result.ingest_seconds.toFixed(2)} s after it resumed.   ${result.pass ? 'OK' : 'BELOW TARGET'}`,
+      `latency: ${result.settings.latency_requests} sequential requests through the gateway over ${result.settings.year_records} records of one meter.`,
+    ],
+  };
+}
+
+module.exports = {
+  name: 'meter',
+  description: 'Meter records through broker, bridge and meter service into Postgres vs a bare multi-row INSERT; GET intervals/energy latency over a year',
+  run,
+  table,
+};
