@@ -367,3 +367,16 @@ describe('records from before a clear', () => {
     expect(fromBeforeClear(rec('dddddddd', 0, null), mark)).toBe(false);
   });
 });
+
+describe('day buckets against luxon calendar arithmetic', () => {
+  it.each(['Europe/Berlin', 'America/New_York', 'Asia/Kolkata', 'Australia/Lord_Howe', 'America/Santiago', 'America/Havana', 'Pacific/Apia', 'UTC'])('%s over two years', async (zone) => {
+    const { DateTime } = await import('luxon');
+    const buckets = bucketsFor(new Date('2025-01-01T00:00:00Z'), new Date('2026-12-31T00:00:00Z'), 'day', zone);
+    let at = DateTime.fromISO('2025-01-01T00:00:00Z', { zone }).startOf('day');
+    for (const b of buckets) {
+      expect(b.start).toBe(at.toMillis());
+      at = at.plus({ days: 1 }).startOf('day');
+      expect(b.end).toBe(at.toMillis());
+    }
+  });
+});

@@ -60,7 +60,13 @@ const HOUR_MS = 3_600_000;
 
 function nextBoundary(at: number, width: BucketWidth, tz: IANAZone): number {
   if (width === 'day') {
-    // Calendar arithmetic: local midnight of the next day (23 or 25 hours at DST changes).
+    // Local midnight of the next day (23 or 25 hours at DST changes): from the zone's offsets,
+    // checked, with luxon's calendar arithmetic where midnight itself is skipped or repeated.
+    const local = new Date(at + tz.offset(at) * 60_000);
+    const nextDateUtc = Date.UTC(local.getUTCFullYear(), local.getUTCMonth(), local.getUTCDate() + 1);
+    let guess = nextDateUtc - tz.offset(nextDateUtc) * 60_000;
+    guess = nextDateUtc - tz.offset(guess) * 60_000;
+    if (guess > at && guess + tz.offset(guess) * 60_000 === nextDateUtc) return guess;
     return DateTime.fromMillis(at, { zone: tz }).plus({ days: 1 }).startOf('day').toMillis();
   }
   // An hour is 3600 s of real time; realign to the local hour where the zone's offset moves by

@@ -97,7 +97,7 @@ export async function getEnergy(db: MeterDb, req: RequestEnvelope, now = new Dat
   const window = resolveWindow(query, now, Number.MAX_SAFE_INTEGER);
   const buckets = bucketsFor(window.start, window.end, bucket, tz);
   const boundaries = [...buckets.map((b) => b.start), (buckets.at(-1) as { end: number }).end];
-  const [sums, total] = await Promise.all([energyByBucket(db, deviceId, window, boundaries), energySum(db, deviceId, window)]);
+  const { buckets: sums, total } = await energyByBucket(db, deviceId, window, boundaries);
   const body: Record<string, unknown> = {
     device_id: deviceId,
     bucket,

@@ -124,35 +124,56 @@ export async function summarySums(db: MeterDb, deviceId: string, window: Window)
 
 const ENERGY_ROWS = 'device_id = $1 AND NOT cleared AND NOT quarantined AND energy_used_wh IS NOT NULL AND start_at >= $2 AND start_at < $3';
 
-/** Energy over the window: Wh, records with a counter reading, resets. Shared by the summary and the energy route. */
-export async function energySum(db: MeterDb, deviceId: string, window: Window): Promise<{ energyWh: number | null; intervals: number; resets: number }> {
-  const rows = await db.$queryRawUnsafe<Array<{ wh: number | null; n: bigint; resets: bigint }>>(
-    `SELECT sum(energy_used_wh) AS wh, count(*) AS n, count(*) FILTER (WHERE energy_reset) AS resets FROM interval_records WHERE ${ENERGY_ROWS}`,
+export interface EnergySum {
+  energyWh: number | null;
+  intervals: number;
+  resets: number;
+}
+
+/**
+ * Energy over the window: Wh, records with a counter reading, resets. Each record's Wh has 6
+ * decimals, so they are summed exactly as whole micro-watt-hours (independent of row order):
+ * the summary and the energy route give the same total.
+ */
+export async function energySum(db: MeterDb, deviceId: string, window: Window): Promise<EnergySum> {
+  const rows = await db.$queryRawUnsafe<Array<{ uwh: string | null; n: bigint; resets: bigint }>>(
+    `SELECT sum(round(energy_used_wh * 1000000)::bigint)::text AS uwh, count(*) AS n, count(*) FILTER (WHERE energy_reset) AS resets FROM interval_records WHERE ${ENERGY_ROWS}`,
     deviceId,
     window.start,
     window.end,
   );
   const r = rows[0];
-  return { energyWh: r?.wh === null || r?.wh === undefined ? null : Number(r.wh), intervals: Number(r?.n ?? 0), resets: Number(r?.resets ?? 0) };
+  return { energyWh: r?.uwh === null || r?.uwh === undefined ? null : Number(r.uwh) / 1e6, intervals: Number(r?.n ?? 0), resets: Number(r?.resets ?? 0) };
 }
 
-/** Energy per bucket: boundaries are the buckets' start instants (ms) followed by the last end. */
+/**
+ * Energy per bucket and over the whole window in one pass: boundaries are the buckets' start
+ * instants (ms) followed by the last end; each row is placed with width_bucket. The total is the
+ * same exact sum (whole micro-watt-hours) as energySum's.
+ */
 export async function energyByBucket(
   db: MeterDb,
   deviceId: string,
   window: Window,
   boundariesMs: number[],
-): Promise<Array<{ index: number; energyWh: number; intervals: number; resets: number }>> {
-  const rows = await db.$queryRawUnsafe<Array<{ b: number; wh: number; n: bigint; resets: bigint }>>(
+): Promise<{ buckets: Array<{ index: number; energyWh: number; intervals: number; resets: number }>; total: EnergySum }> {
+  const rows = await db.$queryRawUnsafe<Array<{ b: number | null; uwh: string | null; n: bigint; resets: bigint }>>(
     `SELECT width_bucket(extract(epoch FROM start_at)::float8 * 1000, $4::float8[]) - 1 AS b,
-            sum(energy_used_wh) AS wh, count(*) AS n, count(*) FILTER (WHERE energy_reset) AS resets
-       FROM interval_records WHERE ${ENERGY_ROWS} GROUP BY 1 ORDER BY 1`,
+            sum(round(energy_used_wh * 1000000)::bigint)::text AS uwh, count(*) AS n, count(*) FILTER (WHERE energy_reset) AS resets
+       FROM interval_records WHERE ${ENERGY_ROWS} GROUP BY GROUPING SETS ((1), ())`,
     deviceId,
     window.start,
     window.end,
     boundariesMs,
   );
-  return rows.map((r) => ({ index: Number(r.b), energyWh: Number(r.wh), intervals: Number(r.n), resets: Number(r.resets) }));
+  let total: EnergySum = { energyWh: null, intervals: 0, resets: 0 };
+  const buckets: Array<{ index: number; energyWh: number; intervals: number; resets: number }> = [];
+  for (const r of rows) {
+    const wh = r.uwh === null ? null : Number(r.uwh) / 1e6;
+    if (r.b === null) total = { energyWh: wh, intervals: Number(r.n), resets: Number(r.resets) };
+    else buckets.push({ index: Number(r.b), energyWh: wh ?? 0, intervals: Number(r.n), resets: Number(r.resets) });
+  }
+  return { buckets, total };
 }
 
 /**
