@@ -10,7 +10,7 @@ const schema = baseConfigSchema.extend({
   DEVICE_IN_STREAM: z.string().default('DEVICE_IN'),
   /** The durable consumer every replica shares. */
   METER_CONSUMER: z.string().regex(/^[A-Za-z0-9_-]+$/).default('meter-ingest'),
-  INGEST_BATCH: z.coerce.number().int().min(1).max(5000).default(1000),
+  INGEST_BATCH: z.coerce.number().int().min(1).max(5000).default(2000),
   INGEST_ACK_WAIT_SECONDS: z.coerce.number().int().min(1).default(60),
   /** How long a request to the bridge or the registry may take; below the gateway's bus timeout. */
   DOWNSTREAM_TIMEOUT_MS: z.coerce.number().int().positive().default(2000),
