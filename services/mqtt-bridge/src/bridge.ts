@@ -1,19 +1,15 @@
-import type { IPublishPacket } from 'mqtt';
-import { ErrorCode, type NatsError } from 'nats';
+import { randomBytes } from 'node:crypto';
 import type { ServiceRuntime } from '@fleet/service-kit';
 import { ControlConnection, ORIGIN_PROPERTY, PLATFORM_ORIGIN } from './broker/control';
 import { DeviceCredentials } from './broker/credentials';
-import { TrafficConnection } from './broker/traffic';
+import { TrafficConnection, type InboundMessage, type MessageSink } from './broker/traffic';
 import { ConnectivityPublisher } from './capture/connectivity-publisher';
-import { DeviceInWriter } from './capture/device-in';
+import { DeviceInWriter, type CaptureOutcome, type CaptureOwner } from './capture/device-in';
 import { deviceEventsStream, deviceInStream, ensureStream } from './capture/streams';
 import type { BridgeConfig } from './config';
-import { isStatusTopic, parseDeviceTopic, sharedSubscriptions, type TopicRoots } from './domain/topics';
+import { isStatusTopic, parseDeviceTopic, sharedSubscriptions, type DeviceTopic, type TopicRoots } from './domain/topics';
 import { deleteCredentialHandler, upsertCredentialHandler } from './handlers/credentials';
 import { publishHandler } from './handlers/publish';
-
-/** NATS errors that retrying cannot fix: the message is logged and dropped (acknowledged). */
-const PERMANENT = new Set<string>([ErrorCode.MaxPayloadExceeded, ErrorCode.BadHeader, ErrorCode.BadSubject, ErrorCode.BadPayload, ErrorCode.InvalidPayload]);
 
 export interface Bridge {
   /** MQTT connections up (NATS is the runtime's own check). */
@@ -35,9 +31,17 @@ export async function startBridge(config: BridgeConfig, runtime: ServiceRuntime)
   await ensureStream(jsm, deviceInStream(config.DEVICE_IN_STREAM, prefix, config.DEVICE_IN_RETENTION_HOURS), logger);
   await ensureStream(jsm, deviceEventsStream(config.DEVICE_EVENTS_STREAM, prefix), logger);
   const js = nc.jetstream();
-  const writer = new DeviceInWriter(js, prefix, config.DEVICE_IN_STREAM);
-
   const clientBase = `bridge-${config.SERVICE_INSTANCE}`;
+  const writer = new DeviceInWriter({
+    nc,
+    subjectPrefix: prefix,
+    stream: config.DEVICE_IN_STREAM,
+    outMsgIdPrefix: `${clientBase}-${randomBytes(4).toString('hex')}-out-`,
+    logger: logger.child({ component: 'capture' }),
+  });
+  writer.start();
+  runtime.onClose(() => writer.stop());
+
   const control = new ControlConnection({
     url: config.MQTT_URL,
     clientId: `${clientBase}-ctl`,
@@ -63,28 +67,43 @@ export async function startBridge(config: BridgeConfig, runtime: ServiceRuntime)
   connectivity.start();
 
   const captureLog = logger.child({ component: 'capture' });
-  let captured = 0;
-  const sink = async (packet: IPublishPacket, receivedAt: number): Promise<void> => {
-    const device = parseDeviceTopic(packet.topic, roots);
-    if (!device) {
-      captureLog.debug({ topic: packet.topic }, 'not a device topic; ignored');
-      return;
-    }
-    if (packet.properties?.userProperties?.[ORIGIN_PROPERTY] === PLATFORM_ORIGIN) {
-      captureLog.debug({ topic: packet.topic }, 'sent by the platform; captured when sent');
-      return;
-    }
-    const payload = Buffer.isBuffer(packet.payload) ? packet.payload : Buffer.from(packet.payload);
-    try {
-      await writer.write('in', { topic: packet.topic, device, payload, qos: packet.qos, retain: packet.retain, at: receivedAt });
-      captured += 1;
-    } catch (err) {
-      const code = (err as NatsError).code;
-      if (!PERMANENT.has(code)) throw err;
-      captureLog.error({ err: (err as Error).message, topic: packet.topic, bytes: payload.length }, 'device message cannot be captured; dropped');
-    }
-    connectivity.record(device.deviceId, device.product, receivedAt, isStatusTopic(device) && payload.toString('utf8') === 'offline');
+  const sink: MessageSink = {
+    take(message) {
+      const { packet } = message;
+      const device = parseDeviceTopic(packet.topic, roots);
+      if (!device) {
+        captureLog.debug({ topic: packet.topic }, 'not a device topic; ignored');
+        message.captureDone('skipped');
+        return;
+      }
+      if (packet.properties?.userProperties?.[ORIGIN_PROPERTY] === PLATFORM_ORIGIN) {
+        captureLog.debug({ topic: packet.topic }, 'sent by the platform; captured when sent');
+        message.captureDone('skipped');
+        return;
+      }
+      const payload = Buffer.isBuffer(packet.payload) ? packet.payload : Buffer.from(packet.payload);
+      const offline = isStatusTopic(device) && payload.toString('utf8') === 'offline';
+      writer.capture('in', { topic: packet.topic, device, payload, qos: packet.qos, retain: packet.retain, at: message.receivedAt }, message.msgId, new DeviceCapture(message, device, offline));
+    },
   };
+
+  /** Presence counts once the message is stored (or refused for good), as the capture it comes from. */
+  class DeviceCapture implements CaptureOwner {
+    constructor(
+      private readonly message: InboundMessage,
+      private readonly device: DeviceTopic,
+      private readonly offline: boolean,
+    ) {}
+
+    captureDone(outcome: CaptureOutcome): void {
+      if (outcome !== 'abandoned') connectivity.record(this.device.deviceId, this.device.product, this.message.receivedAt, this.offline);
+      this.message.captureDone(outcome);
+    }
+
+    retryWanted(): boolean {
+      return this.message.retryWanted();
+    }
+  }
 
   const traffic = new TrafficConnection(
     {
@@ -110,5 +129,5 @@ export async function startBridge(config: BridgeConfig, runtime: ServiceRuntime)
   bus.serve(`${prefix}bridge.credential.delete`, deleteCredentialHandler(credentials));
   bus.serve(`${prefix}bridge.message.publish`, publishHandler(control, writer, roots));
 
-  return { isConnected: () => control.isConnected && traffic.isConnected, captured: () => captured };
+  return { isConnected: () => control.isConnected && traffic.isConnected, captured: () => traffic.stored };
 }

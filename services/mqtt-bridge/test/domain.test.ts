@@ -1,5 +1,7 @@
+import { MsgHdrsImpl } from 'nats';
 import { ConnectivityAggregator, chunk } from '../src/domain/connectivity';
 import { deviceAcls, sameAcls } from '../src/domain/dynsec';
+import { captureHeaderBlock, headerTopic, isPubAck, IsoClock, pubackPackets } from '../src/domain/wire';
 import { captureSubject, isStatusTopic, parseDeviceTopic, sharedSubscriptions, subjectToken } from '../src/domain/topics';
 
 const roots = { light: 'light', meter: 'site/meter' };
@@ -79,5 +81,49 @@ describe('device ACLs', () => {
     expect(acls.map((a) => a.acltype).sort()).toEqual(['publishClientReceive', 'publishClientSend', 'subscribePattern', 'unsubscribePattern']);
     expect(sameAcls(acls, [...acls].reverse())).toBe(true);
     expect(sameAcls(acls, deviceAcls(roots, 'light', '0123456789AB'))).toBe(false);
+  });
+});
+
+describe('capture wire formats', () => {
+  it('encodes the header block as nats.js does for the same headers', () => {
+    const fields = { topic: 'light/0123456789AB/tele/x', receivedAt: '2026-01-02T03:04:05.006Z', retain: true, qos: 1, msgId: 'bridge-a-1f.2-3', stream: 'DEVICE_IN' };
+    const h = new MsgHdrsImpl();
+    h.set('Mqtt-Topic', fields.topic);
+    h.set('Received-At', fields.receivedAt);
+    h.set('Mqtt-Retain', '1');
+    h.set('Mqtt-Qos', '1');
+    h.set('Nats-Msg-Id', fields.msgId);
+    h.set('Nats-Expected-Stream', fields.stream);
+    expect(Buffer.from(captureHeaderBlock(fields)).toString('utf8')).toBe(Buffer.from(h.encode()).toString('utf8'));
+    const decoded = MsgHdrsImpl.decode(captureHeaderBlock({ ...fields, topic: 'light/0123456789AB/a\r\nb%', retain: false, qos: 0 }));
+    expect(decoded.get('Mqtt-Topic')).toBe('light/0123456789AB/a%0D%0Ab%25');
+    expect(decoded.get('Mqtt-Retain')).toBe('0');
+    expect(decoded.get('Mqtt-Qos')).toBe('0');
+    expect(headerTopic('light/x/é')).toBe('light/x/é');
+  });
+
+  it('formats a receive time once per millisecond', () => {
+    const clock = new IsoClock();
+    expect(clock.iso(0)).toBe('1970-01-01T00:00:00.000Z');
+    const a = clock.iso(1_700_000_000_123);
+    expect(a).toBe(new Date(1_700_000_000_123).toISOString());
+    expect(clock.iso(1_700_000_000_123)).toBe(a);
+    expect(clock.iso(1_700_000_000_124)).toBe(new Date(1_700_000_000_124).toISOString());
+  });
+
+  it('writes PUBACKs in the 4-byte form, in order', () => {
+    expect([...pubackPackets([1, 0x1234, 65535])]).toEqual([0x40, 2, 0, 1, 0x40, 2, 0x12, 0x34, 0x40, 2, 0xff, 0xff]);
+    expect(pubackPackets([]).length).toBe(0);
+  });
+
+  it('tells a PubAck from an error or a status answer', () => {
+    const bytes = (s: string) => new Uint8Array(Buffer.from(s));
+    expect(isPubAck(bytes('{"stream":"DEVICE_IN","seq":7}'))).toBe(true);
+    expect(isPubAck(bytes('{"stream":"DEVICE_IN","seq":7,"duplicate":true}'))).toBe(true);
+    expect(isPubAck(bytes('{"seq":7,"stream":"S"}'))).toBe(true);
+    expect(isPubAck(bytes('{"error":{"code":503,"err_code":10039,"description":"jetstream not enabled"}}'))).toBe(false);
+    expect(isPubAck(bytes('{"stream":'))).toBe(false);
+    expect(isPubAck(new Uint8Array(0))).toBe(false);
+    expect(isPubAck(bytes('nonsense'))).toBe(false);
   });
 });

@@ -1,5 +1,8 @@
+import { randomBytes } from 'node:crypto';
 import mqtt, { type IPublishPacket, type MqttClient } from 'mqtt';
 import type { Logger } from '@fleet/service-kit';
+import type { CaptureOutcome, CaptureOwner } from '../capture/device-in';
+import { pubackPackets } from '../domain/wire';
 import { endClient, withTimeout } from './lifecycle';
 
 export interface TrafficOptions {
@@ -14,17 +17,48 @@ export interface TrafficOptions {
   logger: Logger;
 }
 
-/** Receives one device message; resolves once it is safely stored (only then is a QoS 1 message acknowledged). */
-export type MessageSink = (packet: IPublishPacket, receivedAt: number) => Promise<void>;
-
-interface PendingAck {
-  messageId: number;
-  connection: number;
-  done: boolean;
+/**
+ * Takes one device message. The sink must call message.captureDone() exactly once, at once or
+ * later (a QoS 1 message is acknowledged to the broker only after an outcome other than
+ * 'abandoned'); message is also the CaptureOwner to hand to the DeviceInWriter.
+ */
+export interface MessageSink {
+  take(message: InboundMessage): void;
 }
 
 /** Passed to mqtt.js's handleMessage callback to skip its immediate PUBACK (see onPacket). */
 const DEFERRED = new Error('acknowledged later');
+
+/** One message taken off the traffic connection, from arrival to its outcome. */
+export class InboundMessage implements CaptureOwner {
+  /** Outcome known; for QoS 1, ready to be acknowledged unless it was abandoned. */
+  settled = false;
+  ackable = false;
+
+  constructor(
+    private readonly traffic: TrafficConnection,
+    readonly packet: IPublishPacket,
+    /** Epoch ms when it came off the network. */
+    readonly receivedAt: number,
+    /** The connection it came on: it is acknowledged on that one only. */
+    readonly connection: number,
+    private readonly msgIdPrefix: string,
+    private readonly counter: number,
+  ) {}
+
+  /** Nats-Msg-Id for its capture: the same for every retry of this capture, unique otherwise. */
+  get msgId(): string {
+    return `${this.msgIdPrefix}${this.counter}`;
+  }
+
+  captureDone(outcome: CaptureOutcome): void {
+    this.traffic.settle(this, outcome);
+  }
+
+  retryWanted(): boolean {
+    return this.traffic.wants(this);
+  }
+}
 
 /**
  * The bridge's device-traffic connection: a persistent session (clean start off, a stable
@@ -34,25 +68,43 @@ const DEFERRED = new Error('acknowledged later');
  * Acknowledgement: mqtt.js sends a QoS 1 PUBACK as soon as its handleMessage callback
  * completes, and handles the connection's packets one at a time until then. Awaiting the
  * store inside handleMessage would leave one message in flight per replica. Instead each
- * QoS 1 message is handed to the sink, handleMessage completes with an error (mqtt.js then
- * skips its PUBACK and moves to the next packet), and the PUBACK is sent here once the sink
- * resolved, in the order the messages arrived. The broker keeps up to Receive Maximum
- * messages in flight. A message whose connection dropped before it was stored is never
- * acknowledged on a later connection: the broker sends it again on the resumed session.
+ * message is handed to the sink, handleMessage completes with an error (mqtt.js then skips
+ * its PUBACK and moves to the next packet), and the PUBACKs are written here once the
+ * messages are stored, in the order they arrived. A message whose connection dropped before
+ * it was stored is never acknowledged on a later connection: the broker sends it again on
+ * the resumed session.
+ *
+ * Bound: the bridge takes at most Receive Maximum messages that are not yet acknowledged
+ * (and at most that many not yet settled). Past that it holds mqtt.js's callback, so mqtt.js
+ * stops reading the socket and TCP pushes back on the broker, until captures complete. Without
+ * it a bridge under load was seen holding about 7,500 unacknowledged messages with Receive
+ * Maximum 1000.
  */
 export class TrafficConnection {
   private readonly client: MqttClient;
   private connection = 0;
-  private readonly acks: PendingAck[] = [];
+  /** Unacknowledged QoS 1 messages of the current connection, in arrival order. */
+  private acks: InboundMessage[] = [];
   private accepting = true;
   private subscribed = false;
-  private inFlight = 0;
+  private unsettled = 0;
   private idleWaiters: (() => void)[] = [];
+  private held?: (err?: Error) => void;
+  private heldArg?: Error;
+  private flushQueued = false;
+  private readonly flushAcks = () => this.writeAcks();
+  private readonly limit: number;
+  /** Unique per process, so message ids never repeat across restarts under the same client id. */
+  private readonly boot = randomBytes(4).toString('hex');
+  private msgIdPrefix = '';
+  private counter = 0;
+  private storedCount = 0;
 
   constructor(
     private readonly options: TrafficOptions,
     private readonly sink: MessageSink,
   ) {
+    this.limit = options.receiveMaximum;
     this.client = mqtt.connect(options.url, {
       clientId: options.clientId,
       username: options.username,
@@ -68,16 +120,22 @@ export class TrafficConnection {
     });
     this.client.handleMessage = (packet, callback) => this.onPacket(packet, callback);
     this.client.on('connect', (connack) => {
-      this.connection += 1;
+      this.nextConnection();
       options.logger.info({ session_present: connack.sessionPresent }, 'device traffic connection up');
       if (this.accepting) void this.subscribe();
     });
     this.client.on('close', () => {
-      this.connection += 1;
+      this.nextConnection();
       this.subscribed = false;
-      this.acks.length = 0;
+      this.acks = [];
+      this.release(true);
     });
     this.client.on('error', (err) => options.logger.warn({ err: err.message }, 'device traffic connection error'));
+  }
+
+  /** Device messages stored in DEVICE_IN since start. */
+  get stored(): number {
+    return this.storedCount;
   }
 
   get isConnected(): boolean {
@@ -110,68 +168,87 @@ export class TrafficConnection {
     }
   }
 
+  private nextConnection(): void {
+    this.connection += 1;
+    this.msgIdPrefix = `${this.options.clientId}-${this.boot}.${this.connection}-`;
+  }
+
   private onPacket(packet: IPublishPacket, callback: (err?: Error) => void): void {
     const receivedAt = Date.now();
+    // QoS 0 needs no acknowledgement (QoS 2 does not arrive: subscriptions are QoS 1).
+    const done = packet.qos === 1 ? DEFERRED : undefined;
     if (!this.accepting) {
       // Shutting down: leave QoS 1 messages unacknowledged; the broker sends them again.
-      callback(packet.qos === 1 ? DEFERRED : undefined);
+      callback(done);
       return;
     }
-    const connection = this.connection;
-    if (packet.qos !== 1) {
-      // QoS 0 needs no acknowledgement (QoS 2 does not arrive: subscriptions are QoS 1).
-      this.track(this.store(packet, receivedAt, connection));
-      callback();
-      return;
+    const message = new InboundMessage(this, packet, receivedAt, this.connection, this.msgIdPrefix, ++this.counter);
+    this.unsettled += 1;
+    if (packet.qos === 1) this.acks.push(message);
+    this.sink.take(message);
+    if (this.full()) {
+      this.held = callback;
+      this.heldArg = done;
+    } else {
+      callback(done);
     }
-    const ack: PendingAck = { messageId: packet.messageId as number, connection, done: false };
-    this.acks.push(ack);
-    this.track(
-      this.store(packet, receivedAt, connection).then((stored) => {
-        ack.done = stored;
-        this.sendAcks();
-      }),
-    );
-    callback(DEFERRED);
+  }
+
+  private full(): boolean {
+    return this.acks.length >= this.limit || this.unsettled >= this.limit;
+  }
+
+  /** Lets mqtt.js go on reading once there is room again (or at once when `force`). */
+  private release(force = false): void {
+    const callback = this.held;
+    if (!callback || (!force && this.full())) return;
+    this.held = undefined;
+    callback(this.heldArg);
+  }
+
+  /** @internal InboundMessage.captureDone */
+  settle(message: InboundMessage, outcome: CaptureOutcome): void {
+    if (message.settled) return;
+    message.settled = true;
+    this.unsettled -= 1;
+    if (outcome === 'stored') this.storedCount += 1;
+    if (outcome === 'abandoned') {
+      this.options.logger.debug({ topic: message.packet.topic }, 'device message not stored; the broker will send it again');
+    } else if (message.packet.qos === 1) {
+      message.ackable = true;
+      // PUBACKs that become ready together (one read of PubAcks from NATS) go out in one write.
+      if (!this.flushQueued && message.connection === this.connection) {
+        this.flushQueued = true;
+        setImmediate(this.flushAcks);
+      }
+    }
+    if (this.held) this.release();
+    if (this.unsettled === 0) for (const w of this.idleWaiters.splice(0)) w();
+  }
+
+  /** @internal InboundMessage.retryWanted: only while running and on the connection it came on. */
+  wants(message: InboundMessage): boolean {
+    return this.accepting && message.connection === this.connection;
   }
 
   /**
-   * Hands the message to the sink, trying again while the sink fails (NATS away) as long as
-   * the bridge is running and the connection is the one the message came on; false when it
-   * gave up (the broker will send a QoS 1 message again on the resumed session).
+   * Acknowledges the stored messages at the head of the queue, in arrival order, in one socket
+   * write; a message not stored yet holds back those after it.
    */
-  private async store(packet: IPublishPacket, receivedAt: number, connection: number): Promise<boolean> {
-    for (let attempt = 0; ; attempt += 1) {
-      try {
-        await this.sink(packet, receivedAt);
-        return true;
-      } catch (err) {
-        if (attempt === 0 || attempt % 20 === 0) this.options.logger.warn({ err: (err as Error).message, topic: packet.topic }, 'device message not stored yet; retrying');
-        if (!this.accepting || connection !== this.connection) return false;
-        await new Promise((r) => setTimeout(r, Math.min(100 * 2 ** attempt, 2000)));
-        if (!this.accepting || connection !== this.connection) return false;
-      }
+  private writeAcks(): void {
+    this.flushQueued = false;
+    let n = 0;
+    while (n < this.acks.length && (this.acks[n] as InboundMessage).ackable) n += 1;
+    if (n === 0) return;
+    const ready = this.acks.splice(0, n);
+    if (this.client.connected) {
+      const ids: number[] = [];
+      for (const m of ready) if (m.connection === this.connection) ids.push(m.packet.messageId as number);
+      // mqtt.js has no public call for a PUBACK and writes each packet on its own; the bytes
+      // are the plain MQTT PUBACK (see pubackPackets).
+      if (ids.length > 0) this.client.stream.write(pubackPackets(ids));
     }
-  }
-
-  private track(work: Promise<unknown>): void {
-    this.inFlight += 1;
-    void work
-      .catch((err) => this.options.logger.error({ err }, 'device message handling failed'))
-      .finally(() => {
-        this.inFlight -= 1;
-        if (this.inFlight === 0) for (const w of this.idleWaiters.splice(0)) w();
-      });
-  }
-
-  /** Acknowledges stored messages in arrival order, on the connection they came on. */
-  private sendAcks(): void {
-    while (this.acks.length > 0 && (this.acks[0]?.done || this.acks[0]?.connection !== this.connection)) {
-      const ack = this.acks.shift() as PendingAck;
-      if (!ack.done || ack.connection !== this.connection || !this.client.connected) continue;
-      // mqtt.js has no public call for a PUBACK; this is the one its own handler uses.
-      (this.client as unknown as { _sendPacket(p: object): void })._sendPacket({ cmd: 'puback', messageId: ack.messageId, reasonCode: 0 });
-    }
+    if (this.held) this.release();
   }
 
   /**
@@ -181,6 +258,8 @@ export class TrafficConnection {
    */
   async stop(): Promise<void> {
     this.accepting = false;
+    // From here on nothing new is taken, so mqtt.js may read on (the UNSUBACK must get through).
+    this.release(true);
     if (this.client.connected) {
       try {
         await withTimeout(this.client.unsubscribeAsync(this.options.subscriptions), 3000);
@@ -188,7 +267,8 @@ export class TrafficConnection {
         this.options.logger.warn({ err: (err as Error).message }, 'unsubscribe failed');
       }
     }
-    if (this.inFlight > 0) await new Promise<void>((resolve) => this.idleWaiters.push(resolve));
+    if (this.unsettled > 0) await new Promise<void>((resolve) => this.idleWaiters.push(resolve));
+    this.writeAcks();
     await endClient(this.client);
   }
 }
