@@ -76,9 +76,9 @@ export class InboundMessage implements CaptureOwner {
  *
  * Bound: the bridge takes at most Receive Maximum messages that are not yet acknowledged
  * (and at most that many not yet settled). Past that it holds mqtt.js's callback, so mqtt.js
- * stops reading the socket and TCP pushes back on the broker, until captures complete. Without
- * it a bridge under load was seen holding about 7,500 unacknowledged messages with Receive
- * Maximum 1000.
+ * stops reading the socket and TCP pushes back on the broker, until captures complete. The
+ * broker cannot be relied on for this: Mosquitto 2.0.11 sent one bridge up to about 30,000
+ * unacknowledged messages with Receive Maximum 1000 when the bridge did not push back.
  */
 export class TrafficConnection {
   private readonly client: MqttClient;
