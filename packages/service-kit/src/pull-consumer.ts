@@ -1,23 +1,30 @@
-import { AckPolicy, DeliverPolicy, type JsMsg, type NatsConnection } from 'nats';
+import { AckPolicy, DeliverPolicy, type ConsumerMessages, type JsMsg, type NatsConnection } from 'nats';
 import type { Logger } from './logger';
 
 export interface PullConsumerOptions {
   stream: string;
   durable: string;
   filterSubject: string;
-  /** Most messages taken per fetch. */
+  /** Most messages handled per batch (one transaction). */
   batch: number;
-  /** Handles one fetched batch; resolves once its effects are committed (then every message is acked). */
-  process: (messages: JsMsg[]) => Promise<void>;
+  /** Seconds a delivered message may stay unacknowledged before JetStream redelivers it (default 30). */
+  ackWaitS?: number;
+  /**
+   * Handles one batch; resolves once its effects are committed. May return the messages that
+   * must never be retried (they are terminated); every other one is acknowledged.
+   */
+  process: (messages: JsMsg[]) => Promise<Set<JsMsg> | void>;
   logger: Logger;
 }
 
 const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
 
 /**
- * A durable JetStream pull consumer shared by every replica: fetches a batch, hands it to
- * `process`, and acks only after that succeeded (a failed batch is redelivered). Waits for the
- * stream when it does not exist yet (the bridge creates it).
+ * A durable JetStream pull consumer shared by every replica of a service (JetStream hands each
+ * message to one of them). Each replica keeps one long-lived pull (`consume`) topped up by the client, cuts
+ * batches from what arrived, processes each and acknowledges it only after the commit; a batch
+ * that fails is redelivered. At most 20,000 messages are unacknowledged across replicas, which
+ * bounds what a replica buffers. Waits for the stream when it does not exist yet (the bridge makes it).
  */
 export class DurablePullConsumer {
   private running = false;
@@ -42,19 +49,27 @@ export class DurablePullConsumer {
 
   private async ensureConsumer(): Promise<void> {
     if (this.ensured) return;
-    const { stream, durable, filterSubject } = this.options;
+    const { stream, durable, filterSubject, ackWaitS = 30 } = this.options;
     const jsm = await this.nc.jetstreamManager();
     try {
       await jsm.consumers.info(stream, durable);
     } catch {
-      await jsm.consumers.add(stream, {
-        durable_name: durable,
-        ack_policy: AckPolicy.Explicit,
-        deliver_policy: DeliverPolicy.All,
-        filter_subject: filterSubject,
-        ack_wait: 30_000_000_000,
-        max_ack_pending: 10_000,
-      });
+      try {
+        await jsm.consumers.add(stream, {
+          durable_name: durable,
+          ack_policy: AckPolicy.Explicit,
+          deliver_policy: DeliverPolicy.All,
+          filter_subject: filterSubject,
+          ack_wait: ackWaitS * 1_000_000_000,
+          max_ack_pending: 20_000,
+          max_deliver: -1,
+        });
+      } catch (err) {
+        // Another replica created it first.
+        await jsm.consumers.info(stream, durable).catch(() => {
+          throw err;
+        });
+      }
     }
     this.ensured = true;
   }
@@ -63,28 +78,66 @@ export class DurablePullConsumer {
     const { logger } = this.options;
     let failures = 0;
     while (this.running && !this.nc.isClosed()) {
+      let messages: ConsumerMessages | undefined;
       try {
         await this.ensureConsumer();
         const consumer = await this.nc.jetstream().consumers.get(this.options.stream, this.options.durable);
-        const fetched = await consumer.fetch({ max_messages: this.options.batch, expires: 1000 });
-        const messages: JsMsg[] = [];
-        for await (const m of fetched) messages.push(m);
-        if (messages.length > 0) {
-          try {
-            await this.options.process(messages);
-            for (const m of messages) m.ack();
-          } catch (err) {
-            logger.error({ err, count: messages.length }, 'batch failed; it will be redelivered');
-            for (const m of messages) m.nak(2000);
+        // One long-lived pull per replica, topped up by the client; batches are cut from what arrived.
+        const buffer: JsMsg[] = [];
+        let wake: (() => void) | undefined;
+        messages = await consumer.consume({
+          max_messages: this.options.batch * 2,
+          expires: 5000,
+          callback: (m) => {
+            buffer.push(m);
+            wake?.();
+          },
+        });
+        const closed = messages.closed().then(() => undefined);
+        let ended = false;
+        void closed.then(() => {
+          ended = true;
+          wake?.();
+        });
+        while (this.running && !ended) {
+          if (buffer.length === 0) {
+            await new Promise<void>((resolve) => {
+              const timer = setTimeout(resolve, 500);
+              wake = () => {
+                clearTimeout(timer);
+                resolve();
+              };
+            });
+            wake = undefined;
+            continue;
           }
+          await this.handle(buffer.splice(0, this.options.batch));
+          failures = 0;
         }
-        failures = 0;
+        await messages.close().catch(() => undefined);
+        // Taken but not stored: back to the stream at once rather than after the ack wait.
+        for (const m of buffer.splice(0)) m.nak();
       } catch (err) {
+        await messages?.close().catch(() => undefined);
         this.ensured = false;
         failures++;
         if (failures === 1 || failures % 30 === 0) logger.warn({ err: (err as Error).message, stream: this.options.stream }, 'consumer not available yet; retrying');
         if (this.running) await sleep(Math.min(2000, 200 * failures));
       }
+    }
+  }
+
+  private async handle(batch: JsMsg[]): Promise<void> {
+    try {
+      const poison = (await this.options.process(batch)) ?? new Set<JsMsg>();
+      for (const m of batch) {
+        if (poison.has(m)) m.term();
+        else m.ack();
+      }
+    } catch (err) {
+      this.options.logger.error({ err, count: batch.length }, 'batch failed; it will be redelivered');
+      for (const m of batch) m.nak(2000);
+      await sleep(500);
     }
   }
 }

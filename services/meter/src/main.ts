@@ -1,7 +1,6 @@
 import { ensureDatabase, migrate } from '@fleet/db';
-import { ServiceRuntime } from '@fleet/service-kit';
+import { ServiceRuntime, DurablePullConsumer } from '@fleet/service-kit';
 import { meterFilter, readMeterConfig } from './config';
-import { DurablePullConsumer } from './handlers/consumer';
 import { deviceInProcessor } from './handlers/device-in';
 import { serveMeter } from './handlers/serve';
 import { MIGRATIONS_DIR } from './migrations';

@@ -4,9 +4,8 @@
  * summary and energy answers computed independently here, clears.
  */
 import type { JetStreamClient } from 'nats';
-import type { Bus } from '@fleet/service-kit';
+import { DurablePullConsumer, type Bus } from '@fleet/service-kit';
 import { randomDeviceId, uniqueId, waitFor } from '@fleet/test-kit';
-import { DurablePullConsumer } from '../src/handlers/consumer';
 import { deviceInProcessor } from '../src/handlers/device-in';
 import { getEnergy, getSummary, listIntervals } from '../src/handlers/reads';
 import { parseRecord } from '../src/domain/record';

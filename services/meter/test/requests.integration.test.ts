@@ -5,9 +5,8 @@
  */
 import type { JetStreamClient } from 'nats';
 import type { RequestEnvelope } from '@fleet/contracts';
-import { ApiError, ServiceUnavailableError, type Bus } from '@fleet/service-kit';
+import { ApiError, ServiceUnavailableError, type Bus, DurablePullConsumer } from '@fleet/service-kit';
 import { randomDeviceId, uniqueId, waitFor } from '@fleet/test-kit';
-import { DurablePullConsumer } from '../src/handlers/consumer';
 import { deviceInProcessor } from '../src/handlers/device-in';
 import { getReset, getSample, requestReset, requestSample, sendReport, type RequestDeps } from '../src/handlers/requests';
 import { serveMeter } from '../src/handlers/serve';
