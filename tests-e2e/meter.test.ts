@@ -230,6 +230,8 @@ describe('a meter across the New York autumn change', () => {
 describe('live readings and energy resets through the broker', () => {
   test('sample: pending then done with the reading corrected for CT turns; one per 10 s; another device’s token is 404', async () => {
     const meter = await startMeter({ origin: Date.now() - 600_000, speed: 1, intervalSec: 900, ctTurns: 2, loadW: 600 });
+    // Right after booting a meter has no snapshot to answer with (it would fail no_snapshot).
+    await waitFor(() => meter.hasReading, { timeoutMs: 5000, what: 'the meter’s first reading' });
     const first = await waitFor(async () => {
       const res = await api('POST', `/v1/meter/devices/${meter.deviceId}/sample`, { key: partner.key });
       return res.status === 409 ? undefined : res;

@@ -76,6 +76,12 @@ export class SimulatedMeter extends SimulatedDevice {
   private intervalStart = 0;
   private nextReadAt = 0;
   private lastRead: Read | undefined;
+
+  /** Whether the meter has read its meter since it booted (until then `sample>` answers `no_snapshot`). */
+  get hasReading(): boolean {
+    this.readThrough(this.clock.now());
+    return this.lastRead !== undefined;
+  }
   private closeTask: ScheduledTask | undefined;
   private held: Array<{ rec: IntervalRecord; releaseAtSeq: number }> = [];
   private badIndex = 0;
