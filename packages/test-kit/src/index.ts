@@ -1,5 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import { Client } from 'pg';
+import { dropDatabase, ensureDatabase, migrate } from '@fleet/db';
 
 /** Where the local services are; tests take them from the environment, defaulting to this machine's. */
 export const testEnv = {
@@ -67,4 +68,31 @@ export function startPrivateNats(): Promise<PrivateNats> {
   // Shared with the fleet launcher, which is plain JavaScript.
   const { startNatsServer } = require('../../../scripts/lib/nats') as { startNatsServer(): Promise<PrivateNats> };
   return startNatsServer();
+}
+
+export interface TestDatabase<Db> {
+  url: string;
+  db: Db;
+  /** Disconnects the client and drops the database. */
+  drop(): Promise<void>;
+}
+
+/** A database of the test file's own (named with the prefix), migrated, with a client opened by `open`. */
+export async function createMigratedTestDb<Db extends { $disconnect(): Promise<void> }>(
+  prefix: string,
+  migrationsDir: string,
+  open: (url: string) => Db,
+): Promise<TestDatabase<Db>> {
+  const url = databaseUrl(uniqueId(prefix));
+  await ensureDatabase(url);
+  await migrate(url, migrationsDir);
+  const db = open(url);
+  return {
+    url,
+    db,
+    drop: async () => {
+      await db.$disconnect();
+      await dropDatabase(url);
+    },
+  };
 }

@@ -1,34 +1,16 @@
 import { JSONCodec, type NatsConnection, type Subscription } from 'nats';
-import { dropDatabase, ensureDatabase, migrate } from '@fleet/db';
 import type { Principal, RequestEnvelope } from '@fleet/contracts';
 import { Bus, createLogger, type Logger } from '@fleet/service-kit';
-import { databaseUrl, uniqueId } from '@fleet/test-kit';
+import { uniqueId, createMigratedTestDb, type TestDatabase } from '@fleet/test-kit';
 import { MIGRATIONS_DIR } from '../src/migrations';
 import { openRegistryDb, type RegistryDb } from '../src/store/prisma';
 
 export { startPrivateNats, type PrivateNats } from '@fleet/test-kit';
 
-export interface TestDb {
-  url: string;
-  db: RegistryDb;
-  drop(): Promise<void>;
-}
+export type TestDb = TestDatabase<RegistryDb>;
 
 /** A migrated database of this test file's own. */
-export async function createTestDb(): Promise<TestDb> {
-  const url = databaseUrl(uniqueId('registry_test_'));
-  await ensureDatabase(url);
-  await migrate(url, MIGRATIONS_DIR);
-  const db = openRegistryDb(url, 4);
-  return {
-    url,
-    db,
-    drop: async () => {
-      await db.$disconnect();
-      await dropDatabase(url);
-    },
-  };
-}
+export const createTestDb = (): Promise<TestDb> => createMigratedTestDb('registry_test_', MIGRATIONS_DIR, (url) => openRegistryDb(url, 4));
 
 export const logger: Logger = createLogger('device-registry-test', process.env.TEST_LOG_LEVEL ?? 'silent');
 

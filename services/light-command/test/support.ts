@@ -1,34 +1,16 @@
 import { JSONCodec, type NatsConnection, type Subscription } from 'nats';
-import { dropDatabase, ensureDatabase, migrate } from '@fleet/db';
 import type { Principal, RequestEnvelope } from '@fleet/contracts';
 import { Bus, createLogger, type Logger } from '@fleet/service-kit';
-import { databaseUrl, uniqueId } from '@fleet/test-kit';
+import { createMigratedTestDb, type TestDatabase } from '@fleet/test-kit';
 import { MIGRATIONS_DIR } from '../src/migrations';
 import { openLightDb, type LightDb } from '../src/store/prisma';
 
 export { startPrivateNats, type PrivateNats } from '@fleet/test-kit';
 
-export interface TestDb {
-  url: string;
-  db: LightDb;
-  drop(): Promise<void>;
-}
+export type TestDb = TestDatabase<LightDb>;
 
 /** A migrated database of this test file's own. */
-export async function createTestDb(): Promise<TestDb> {
-  const url = databaseUrl(uniqueId('light_command_test_'));
-  await ensureDatabase(url);
-  await migrate(url, MIGRATIONS_DIR);
-  const db = openLightDb(url, 4);
-  return {
-    url,
-    db,
-    drop: async () => {
-      await db.$disconnect();
-      await dropDatabase(url);
-    },
-  };
-}
+export const createTestDb = (): Promise<TestDb> => createMigratedTestDb('light_command_test_', MIGRATIONS_DIR, (url) => openLightDb(url, 4));
 
 export const logger: Logger = createLogger('light-command-test', process.env.TEST_LOG_LEVEL ?? 'silent');
 

@@ -1,35 +1,17 @@
 import { randomBytes } from 'node:crypto';
 import { headers, StorageType, type JetStreamClient, type NatsConnection } from 'nats';
 import type { RequestEnvelope } from '@fleet/contracts';
-import { dropDatabase, ensureDatabase, migrate } from '@fleet/db';
 import { Bus, createLogger, type Logger } from '@fleet/service-kit';
-import { databaseUrl, testEnv, uniqueId } from '@fleet/test-kit';
+import { testEnv, uniqueId, createMigratedTestDb, type TestDatabase } from '@fleet/test-kit';
 import { MIGRATIONS_DIR } from '../src/migrations';
 import { openMeterDb, type MeterDb } from '../src/store/prisma';
 
 export const logger: Logger = createLogger('meter-test', 'silent');
 
-export interface TestDb {
-  url: string;
-  db: MeterDb;
-  drop(): Promise<void>;
-}
+export type TestDb = TestDatabase<MeterDb>;
 
-/** A database of its own, migrated. */
-export async function createTestDb(): Promise<TestDb> {
-  const url = databaseUrl(uniqueId('meter_test_'));
-  await ensureDatabase(url);
-  await migrate(url, MIGRATIONS_DIR);
-  const db = openMeterDb(url, 5);
-  return {
-    url,
-    db,
-    async drop() {
-      await db.$disconnect();
-      await dropDatabase(url);
-    },
-  };
-}
+/** A migrated database of this test file's own. */
+export const createTestDb = (): Promise<TestDb> => createMigratedTestDb('meter_test_', MIGRATIONS_DIR, (url) => openMeterDb(url, 5));
 
 export async function connectBus(service = 'meter-test'): Promise<Bus> {
   return Bus.connect({ servers: testEnv.natsUrl, service, logger, requestTimeoutMs: 3000 });
