@@ -4,3 +4,4 @@ export type { MigrateLogger, MigrateOptions, MigrateResult } from './migrate';
 export { createPrismaClient } from './prisma';
 export type { PrismaClientOptions } from './prisma';
 export { databaseUrlFor, databaseNameOf } from './url';
+export { withMigratedDatabase, runStaffCli } from './staff';

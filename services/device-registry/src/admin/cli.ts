@@ -1,6 +1,6 @@
 import { connect, JSONCodec } from 'nats';
 import { checkEvent } from '@fleet/contracts';
-import { ensureDatabase, migrate } from '@fleet/db';
+import { runStaffCli, withMigratedDatabase } from '@fleet/db';
 import { readRegistryConfig } from '../config';
 import { MIGRATIONS_DIR } from '../migrations';
 import { openRegistryDb } from '../store/prisma';
@@ -8,21 +8,16 @@ import { AdminError, runAdminCommand } from './commands';
 
 /**
  * Staff commands for the organization tree, run against the registry's own database whether
- * or not the fleet is running. Prints one JSON object; errors go to stderr with a non-zero exit.
+ * or not the fleet is running.
  */
-async function main(): Promise<void> {
+runStaffCli(async () => {
   const config = readRegistryConfig({ ...process.env, HEALTH_PORT: process.env.HEALTH_PORT ?? '0' });
-  await ensureDatabase(config.DATABASE_URL);
-  await migrate(config.DATABASE_URL, MIGRATIONS_DIR);
-  const db = openRegistryDb(config.DATABASE_URL, 2);
-  try {
-    const result = await runAdminCommand(db, process.argv.slice(2));
-    if (process.argv[3] === 'create' && typeof result.id === 'number') await announceOrgCreated(config.NATS_URL, result.id);
-    process.stdout.write(`${JSON.stringify(result)}\n`);
-  } finally {
-    await db.$disconnect();
-  }
-}
+  const result = await withMigratedDatabase(config.DATABASE_URL, MIGRATIONS_DIR, (url) => openRegistryDb(url, 2), (db) =>
+    runAdminCommand(db, process.argv.slice(2)),
+  );
+  if (process.argv[3] === 'create' && typeof result.id === 'number') await announceOrgCreated(config.NATS_URL, result.id);
+  return result;
+}, (err) => err instanceof AdminError);
 
 /** Tells running services (the gateway's scope cache) the tree changed; skipped when NATS is not running. */
 async function announceOrgCreated(natsUrl: string, orgNodeId: number): Promise<void> {
@@ -36,9 +31,3 @@ async function announceOrgCreated(natsUrl: string, orgNodeId: number): Promise<v
     // The fleet is not running: nothing caches the tree.
   }
 }
-
-main().catch((err) => {
-  const message = err instanceof AdminError ? err.message : `failed: ${(err as Error).message ?? String(err)}`;
-  process.stderr.write(`admin: ${message}\n`);
-  process.exit(1);
-});

@@ -1,4 +1,4 @@
-import { ensureDatabase, migrate } from '@fleet/db';
+import { runStaffCli, withMigratedDatabase } from '@fleet/db';
 import { readMeterConfig } from '../config';
 import { MIGRATIONS_DIR } from '../migrations';
 import { openMeterDb } from '../store/prisma';
@@ -28,24 +28,11 @@ export function parseAdminArgs(argv: string[]): { command: 'clear'; deviceId: st
  * fleet is running. `meter clear --device <id>`: every record received so far stops being
  * listed; records that started before now are not stored if they arrive later. Prints one JSON object.
  */
-async function main(): Promise<void> {
-  const args = parseAdminArgs(process.argv.slice(2));
-  const config = readMeterConfig({ ...process.env, HEALTH_PORT: process.env.HEALTH_PORT ?? '0' });
-  await ensureDatabase(config.DATABASE_URL);
-  await migrate(config.DATABASE_URL, MIGRATIONS_DIR);
-  const db = openMeterDb(config.DATABASE_URL, 2);
-  try {
-    const result = await clearDevice(db, args.deviceId);
-    process.stdout.write(`${JSON.stringify({ device_id: args.deviceId, ...result })}\n`);
-  } finally {
-    await db.$disconnect();
-  }
-}
-
 if (require.main === module) {
-  main().catch((err) => {
-    const message = err instanceof AdminError ? err.message : `failed: ${(err as Error).message ?? String(err)}`;
-    process.stderr.write(`admin: ${message}\n`);
-    process.exit(err instanceof AdminError ? 2 : 1);
-  });
+  runStaffCli(async () => {
+    const args = parseAdminArgs(process.argv.slice(2));
+    const config = readMeterConfig({ ...process.env, HEALTH_PORT: process.env.HEALTH_PORT ?? '0' });
+    const result = await withMigratedDatabase(config.DATABASE_URL, MIGRATIONS_DIR, (url) => openMeterDb(url, 2), (db) => clearDevice(db, args.deviceId));
+    return { device_id: args.deviceId, ...result };
+  }, (err) => err instanceof AdminError);
 }
