@@ -5,7 +5,7 @@ import type { RequestEnvelope } from '@fleet/contracts';
 const NATS_URL = process.env.NATS_URL ?? 'nats://127.0.0.1:4222';
 const logger = createLogger('bus-test', 'silent');
 const unique = `t${process.pid}${Date.now().toString(36)}`;
-const envelope = (body?: unknown): RequestEnvelope => ({ request_id: 'req-1', params: {}, query: {}, body });
+const envelope = (body?: Record<string, unknown>): RequestEnvelope => ({ request_id: 'req-1', params: {}, query: {}, body });
 
 describe('Bus', () => {
   let server: Bus;

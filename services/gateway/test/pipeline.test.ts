@@ -71,7 +71,7 @@ beforeAll(async () => {
   gw.bus.serve(subject('label'), async (req) => (record('label', req), { status: 204 }));
   gw.bus.serve(subject('remove'), async (req) => {
     record('remove', req);
-    const confirm = (req.query.confirm as string | undefined) ?? (req.body?.confirm as string | undefined);
+    const confirm = ((req.query as { confirm?: string }).confirm) ?? ((req.body as { confirm?: string } | undefined)?.confirm);
     if (confirm !== req.params.device_id) throw new ConflictError('Confirm with the device id.', 'confirmation_required');
     return { status: 204 };
   });
