@@ -4,7 +4,7 @@ import { ApiError, ForbiddenError, NotFoundError, RateLimitedError, ServiceUnava
 import { bearerToken, type Authenticator } from '../auth/authenticator';
 import { accountBody } from '../handlers/account';
 import { isValidIdempotencyKey, requestFingerprint, type IdempotencyStore, type StoredResponse } from '../idempotency';
-import { requestWindowFor, windowsFor, type LimitSettings, type SlidingWindowLimiter, type WindowSpec } from '../limits';
+import { rateLimitHeaders, requestWindowFor, windowsFor, type LimitSettings, type SlidingWindowLimiter, type WindowSpec } from '../limits';
 import type { ScopeResolver } from '../scope/scope-resolver';
 import { routeId, type RouteDef } from '../routes/types';
 import type { RequestValidator } from './request-validation';
@@ -108,9 +108,8 @@ async function spendRequestWindow(deps: PipelineDeps, principal: Principal, res:
   const result = await dependency(deps.limiter.hit([window]));
   const state = result.windows[0];
   if (!state) return;
-  res.setHeader('RateLimit-Limit', String(state.limit));
-  res.setHeader('RateLimit-Remaining', String(state.remaining));
-  res.setHeader('RateLimit-Reset', String(state.resetSeconds));
+  // Retry-After goes with the 429 error, which sets it from the same state.
+  for (const [name, value] of Object.entries(rateLimitHeaders(state))) if (name !== 'Retry-After') res.setHeader(name, value);
   if (!result.allowed) throw new RateLimitedError('Request rate limit reached; honor Retry-After.', state.retryAfterSeconds);
 }
 
