@@ -9,10 +9,8 @@ const fs = require('node:fs');
 const os = require('node:os');
 const path = require('node:path');
 const { createHistogram, performance } = require('node:perf_hooks');
-const { Client } = require('pg');
-const { Redis } = require('ioredis');
 const { startFleet, freePort, ROOT } = require('../../scripts/lib/fleet');
-const { gatewayAdmin } = require('../lib/fleet-setup');
+const { gatewayAdmin, dropDatabasesWithPrefix, deleteRedisKeys } = require('../lib/fleet-setup');
 
 const SERVICES = ['device-registry', 'light-command', 'mqtt-bridge', 'gateway'];
 const POSTGRES_URL = process.env.POSTGRES_URL ?? 'postgresql://postgres@127.0.0.1:5432/postgres';
@@ -23,32 +21,6 @@ const LIGHT_COUNT = Number(process.env.BENCH_LIGHTS || 20);
 
 const deviceSim = () => require(path.join(ROOT, 'packages', 'device-sim', 'dist'));
 const mqttLib = () => require(require.resolve('mqtt', { paths: [path.join(ROOT, 'packages', 'device-sim')] }));
-
-async function dropDatabases(prefix) {
-  const client = new Client({ connectionString: POSTGRES_URL });
-  await client.connect();
-  try {
-    const { rows } = await client.query('SELECT datname FROM pg_database WHERE left(datname, length($1)) = $1', [prefix]);
-    for (const { datname } of rows) await client.query(`DROP DATABASE IF EXISTS "${datname.replace(/"/g, '""')}" WITH (FORCE)`);
-  } finally {
-    await client.end();
-  }
-}
-
-async function deleteRedisKeys(prefix) {
-  const redis = new Redis(REDIS_URL, { lazyConnect: true, maxRetriesPerRequest: 1 });
-  await redis.connect();
-  try {
-    let cursor = '0';
-    do {
-      const [next, keys] = await redis.scan(cursor, 'MATCH', `${prefix}*`, 'COUNT', 1000);
-      cursor = next;
-      if (keys.length) await redis.del(...keys);
-    } while (cursor !== '0');
-  } finally {
-    redis.disconnect();
-  }
-}
 
 /**
  * Waits for arrivals at the lights: `expect(deviceId, payload)` resolves with the arrival time
@@ -153,7 +125,7 @@ async function run(ctx) {
     await Promise.all(lights.map((l) => l.stop().catch(() => undefined)));
     if (baselineClient) await baselineClient.endAsync().catch(() => undefined);
     if (fleet) await fleet.stop().catch(() => undefined);
-    await dropDatabases(databasePrefix).catch(() => undefined);
+    await dropDatabasesWithPrefix(databasePrefix).catch(() => undefined);
     await deleteRedisKeys(redisKeyPrefix).catch(() => undefined);
     if (finished) fs.rmSync(workDir, { recursive: true, force: true });
     else process.stderr.write(`bench logs kept in ${logDir}\n`);

@@ -14,7 +14,7 @@ const { performance } = require('node:perf_hooks');
 const { Client } = require('pg');
 const { connect: natsConnect, headers: natsHeaders } = require('nats');
 const { startFleet, freePort, ROOT } = require('../../scripts/lib/fleet');
-const { gatewayAdmin } = require('../lib/fleet-setup');
+const { gatewayAdmin, dropDatabasesWithPrefix } = require('../lib/fleet-setup');
 
 const SERVICES = ['device-registry', 'meter', 'mqtt-bridge', 'gateway'];
 const POSTGRES_URL = process.env.POSTGRES_URL ?? 'postgresql://postgres@127.0.0.1:5432/postgres';
@@ -41,17 +41,6 @@ function databaseUrl(name) {
   const url = new URL(POSTGRES_URL);
   url.pathname = `/${name}`;
   return url.toString();
-}
-
-async function dropDatabases(prefix) {
-  const client = new Client({ connectionString: POSTGRES_URL });
-  await client.connect();
-  try {
-    const { rows } = await client.query('SELECT datname FROM pg_database WHERE left(datname, length($1)) = $1', [prefix]);
-    for (const { datname } of rows) await client.query(`DROP DATABASE IF EXISTS "${datname.replace(/"/g, '""')}" WITH (FORCE)`);
-  } finally {
-    await client.end();
-  }
 }
 
 async function waitUntil(check, timeoutMs, what) {
@@ -86,7 +75,7 @@ async function run(ctx) {
     if (nc) await nc.close().catch(() => undefined);
     if (db) await db.end().catch(() => undefined);
     if (fleet) await fleet.stop().catch(() => undefined);
-    await dropDatabases(databasePrefix).catch(() => undefined);
+    await dropDatabasesWithPrefix(databasePrefix).catch(() => undefined);
     if (finished) fs.rmSync(workDir, { recursive: true, force: true });
     else process.stderr.write(`bench logs kept in ${logDir}\n`);
   });

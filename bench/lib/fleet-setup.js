@@ -128,4 +128,4 @@ async function redisCpuReader() {
   };
 }
 
-module.exports = { startPrivateFleet, gatewayAdmin, redisCpuReader };
+module.exports = { startPrivateFleet, gatewayAdmin, redisCpuReader, dropDatabasesWithPrefix, deleteRedisKeys };
