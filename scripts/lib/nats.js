@@ -1,13 +1,19 @@
-// Starts a private nats-server with JetStream for one test run or benchmark, so its queue
-// groups, streams and durable consumers never meet those of another fleet on the machine's
-// shared server.
+// Starts a private nats-server with JetStream for one test run, benchmark or fleet, so its
+// queue groups, streams and durable consumers never meet those of another fleet on the
+// machine's shared server.
 const { spawn } = require('node:child_process');
 const fs = require('node:fs');
 const os = require('node:os');
 const path = require('node:path');
 const { accepting, freePort } = require('./ports');
 
-/** options: { port (default: a free one), storeDir (default: a new temp dir, removed on stop) } */
+/**
+ * options: { port (default: a free one), storeDir (default: a new temp dir, removed on stop;
+ *   a given one is kept, so its JetStream streams survive a restart on the same dir),
+ *   onExit(code, signal): called when the server exits without stop() having been called,
+ *   stopGraceMs (default 10000: SIGKILL after that) }
+ * Resolves once the port accepts connections to { url, port, pid, storeDir, stop }.
+ */
 async function startNatsServer(options = {}) {
   const port = options.port || (await freePort());
   const ownDir = !options.storeDir;
@@ -15,9 +21,23 @@ async function startNatsServer(options = {}) {
   fs.mkdirSync(storeDir, { recursive: true });
   const bin = process.env.NATS_SERVER_BIN ?? '/usr/sbin/nats-server';
   const child = spawn(bin, ['-a', '127.0.0.1', '-p', String(port), '-js', '-sd', storeDir], { stdio: 'ignore' });
+  let stopping = false;
+  let exited = false;
+  const exitPromise = new Promise((resolve) => {
+    child.once('exit', (code, signal) => {
+      exited = true;
+      resolve();
+      if (!stopping) options.onExit?.(code, signal);
+    });
+  });
+  child.once('error', () => {
+    exited = true;
+  });
+
   const deadline = Date.now() + 10_000;
   while (!(await accepting(port))) {
-    if (child.exitCode !== null || Date.now() > deadline) {
+    if (exited || Date.now() > deadline) {
+      stopping = true;
       child.kill('SIGKILL');
       throw new Error(`nats-server did not start on port ${port}`);
     }
@@ -27,16 +47,18 @@ async function startNatsServer(options = {}) {
     url: `nats://127.0.0.1:${port}`,
     port,
     pid: child.pid,
-    stop: () =>
-      new Promise((resolve) => {
-        const done = () => {
-          if (ownDir) fs.rmSync(storeDir, { recursive: true, force: true });
-          resolve();
-        };
-        if (child.exitCode !== null) return done();
-        child.once('exit', done);
+    storeDir,
+    stop: async () => {
+      stopping = true;
+      if (!exited) {
+        // SIGTERM: the server shuts down JetStream cleanly (streams are flushed to the store).
+        const timer = setTimeout(() => child.kill('SIGKILL'), options.stopGraceMs ?? 10_000);
         child.kill('SIGTERM');
-      }),
+        await exitPromise;
+        clearTimeout(timer);
+      }
+      if (ownDir) fs.rmSync(storeDir, { recursive: true, force: true });
+    },
   };
 }
 

@@ -1,6 +1,6 @@
-import { Redis } from 'ioredis';
-import { dropDatabasesWithPrefix, testEnv } from '@fleet/test-kit';
+import { dropDatabasesWithPrefix } from '@fleet/test-kit';
 import { e2eFleet } from './fleet-env';
+import { deleteRedisKeysWithPrefix } from './redis-keys';
 
 /** Stops the fleet and removes what the run left in Postgres and Redis. */
 export default async function globalTeardown(): Promise<void> {
@@ -9,12 +9,5 @@ export default async function globalTeardown(): Promise<void> {
   await fleet.stop();
   const { databasePrefix, redisPrefix } = e2eFleet();
   await dropDatabasesWithPrefix(databasePrefix);
-  const redis = new Redis(testEnv.redisUrl);
-  let cursor = '0';
-  do {
-    const [next, keys] = await redis.scan(cursor, 'MATCH', `${redisPrefix}*`, 'COUNT', 1000);
-    if (keys.length) await redis.del(...keys);
-    cursor = next;
-  } while (cursor !== '0');
-  redis.disconnect();
+  await deleteRedisKeysWithPrefix(redisPrefix);
 }

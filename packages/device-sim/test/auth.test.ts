@@ -1,6 +1,5 @@
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import { chmodSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { randomDeviceId } from '@fleet/test-kit';
@@ -20,14 +19,7 @@ let url: string;
 const light = randomDeviceId();
 const meter = randomDeviceId();
 
-function freePort(): Promise<number> {
-  return new Promise((resolve) => {
-    const s = createServer().listen(0, '127.0.0.1', () => {
-      const { port } = s.address() as { port: number };
-      s.close(() => resolve(port));
-    });
-  });
-}
+const { freePort } = require('../../../scripts/lib/ports') as { freePort(): Promise<number> };
 
 beforeAll(async () => {
   const port = await freePort();

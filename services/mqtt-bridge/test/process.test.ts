@@ -1,6 +1,5 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import net from 'node:net';
 import path from 'node:path';
 import { JSONCodec, type NatsConnection } from 'nats';
 import { randomDeviceId, uniqueId, waitFor } from '@fleet/test-kit';
@@ -9,14 +8,7 @@ import { bridgeEnv, connectDevice, deleteStreams, isolation, natsClient, readStr
 const MAIN = path.resolve(__dirname, '../dist/main.js');
 const codec = JSONCodec<Record<string, unknown>>();
 
-function freePort(): Promise<number> {
-  return new Promise((resolve) => {
-    const server = net.createServer().listen(0, '127.0.0.1', () => {
-      const { port } = server.address() as net.AddressInfo;
-      server.close(() => resolve(port));
-    });
-  });
-}
+const { freePort } = require('../../../scripts/lib/ports') as { freePort(): Promise<number> };
 
 describe('mqtt-bridge as a process (dist/main.js)', () => {
   const names = isolation();
