@@ -65,6 +65,24 @@ function buildBridgeIfMissing(log) {
  * Starts one mqtt-bridge process and resolves once /readyz answers 200 (NATS, both MQTT
  * connections and the shared subscriptions up). Resolves with { pid, stop }.
  */
+/**
+ * Ends the bridge's backstop session (see services/mqtt-bridge/README.md). While no replica
+ * runs it queues every device message, and the next bridge would capture them: what the
+ * devices send in a baseline run would count as duplicates of the bridge run.
+ */
+async function forgetBackstopSession(broker, group) {
+  const client = await mqtt.connectAsync(broker.url, {
+    clientId: `${group}-backstop`,
+    username: broker.adminUsername,
+    password: broker.adminPassword,
+    protocolVersion: 5,
+    clean: true,
+    reconnectPeriod: 0,
+    properties: { sessionExpiryInterval: 0 },
+  });
+  await client.endAsync();
+}
+
 async function startBridge({ env, logFile, nodeOptions }) {
   const healthPort = await freePort();
   const childEnv = { ...process.env, ...env, HEALTH_PORT: String(healthPort) };
@@ -496,6 +514,7 @@ async function run(ctx) {
     const stopBridge = async () => {
       await bridge.stop();
       bridge = undefined;
+      await forgetBackstopSession(broker, 'fleet-bridge');
     };
 
     log('starting mqtt-bridge...');

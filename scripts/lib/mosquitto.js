@@ -79,11 +79,15 @@ function writeConfig(dataDir, port) {
     `listener ${port} 127.0.0.1`,
     `plugin ${DYNSEC_PLUGIN}`,
     `plugin_opt_config_file ${dynsecFile(dataDir)}`,
+    // Sessions, their plain subscriptions and queued messages survive a restart (saved on a
+    // clean shutdown, and every autosave_interval seconds against a crash). The bridge's
+    // backstop session relies on it (services/mqtt-bridge/README.md, docs/protocol.md).
     'persistence true',
     `persistence_location ${dataDir}${path.sep}`,
-    // The bridge's persistent session absorbs bursts from every device: the default queue
-    // of 1000 messages per client would drop QoS 1 device traffic under load.
-    'max_queued_messages 100000',
+    'autosave_interval 5',
+    // The bridge sessions absorb what devices send while no replica reads: the default queue
+    // of 1000 messages per client would drop QoS 1 device traffic under load or during a gap.
+    'max_queued_messages 1000000',
     'max_inflight_messages 1000',
     'log_dest stderr',
     'log_type error',

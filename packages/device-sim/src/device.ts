@@ -195,6 +195,11 @@ export abstract class SimulatedDevice extends EventEmitter {
     return `${this.topicRoot}/${this.deviceId}`;
   }
 
+  /** QoS 1 and 2 publishes still waiting for the broker's acknowledgement. */
+  get unacknowledged(): number {
+    return this.inflight.size;
+  }
+
   get connected(): boolean {
     return this.state === 'online';
   }

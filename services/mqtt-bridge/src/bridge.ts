@@ -1,5 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import type { ServiceRuntime } from '@fleet/service-kit';
+import { Backstop } from './broker/backstop';
 import { ControlConnection, ORIGIN_PROPERTY, PLATFORM_ORIGIN } from './broker/control';
 import { DeviceCredentials } from './broker/credentials';
 import { TrafficConnection, type InboundMessage, type MessageSink } from './broker/traffic';
@@ -14,8 +15,10 @@ import { publishHandler } from './handlers/publish';
 export interface Bridge {
   /** MQTT connections up (NATS is the runtime's own check). */
   isConnected(): boolean;
-  /** Device messages this replica stored in DEVICE_IN since it started. */
+  /** Device messages this replica stored in DEVICE_IN since it started (backstop included). */
   captured(): number;
+  /** True while this replica holds the backstop session. */
+  holdsBackstop(): boolean;
 }
 
 /**
@@ -114,13 +117,33 @@ export async function startBridge(config: BridgeConfig, runtime: ServiceRuntime)
       subscriptions: sharedSubscriptions(config.MQTT_SHARE_GROUP, roots),
       sessionExpirySeconds: config.MQTT_SESSION_EXPIRY_S,
       receiveMaximum: config.MQTT_RECEIVE_MAXIMUM,
+      // Called after connecting, which is never before `backstop` below is set.
+      onSubscribed: () => backstop.shareGroupSubscribed(),
       logger: logger.child({ component: 'mqtt-traffic' }),
     },
     sink,
   );
+  const backstop = new Backstop({
+    url: config.MQTT_URL,
+    username: config.MQTT_ADMIN_USERNAME,
+    password: config.MQTT_ADMIN_PASSWORD,
+    group: config.MQTT_SHARE_GROUP,
+    roots,
+    sessionExpirySeconds: config.MQTT_SESSION_EXPIRY_S,
+    receiveMaximum: config.MQTT_RECEIVE_MAXIMUM,
+    checkMs: config.MQTT_BACKSTOP_CHECK_MS,
+    holderSubject: `${prefix}bridge.backstop.holder`,
+    instance: config.SERVICE_INSTANCE,
+    nc,
+    control,
+    traffic,
+    sink,
+    logger: logger.child({ component: 'mqtt-backstop' }),
+  });
+  backstop.start();
   // Intake first: stop taking device messages, store what was taken, then flush presence.
   runtime.onClose(async () => {
-    await traffic.stop();
+    await Promise.all([traffic.stop(), backstop.stop()]);
     await connectivity.stop();
   }, 'intake');
   await traffic.ready(30_000);
@@ -129,5 +152,9 @@ export async function startBridge(config: BridgeConfig, runtime: ServiceRuntime)
   bus.serve(`${prefix}bridge.credential.delete`, deleteCredentialHandler(credentials));
   bus.serve(`${prefix}bridge.message.publish`, publishHandler(control, writer, roots));
 
-  return { isConnected: () => control.isConnected && traffic.isConnected, captured: () => traffic.stored };
+  return {
+    isConnected: () => control.isConnected && traffic.isConnected && backstop.isReady,
+    captured: () => traffic.stored + backstop.stored,
+    holdsBackstop: () => backstop.holding,
+  };
 }

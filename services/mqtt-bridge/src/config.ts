@@ -18,6 +18,8 @@ const schema = baseConfigSchema.extend({
   MQTT_SESSION_EXPIRY_S: z.coerce.number().int().min(0).default(86_400),
   /** MQTT 5 Receive Maximum: unacknowledged QoS 1 messages the broker may have in flight to a replica. */
   MQTT_RECEIVE_MAXIMUM: z.coerce.number().int().min(1).max(65_535).default(1000),
+  /** How often a replica that does not hold the backstop session checks that another one does. */
+  MQTT_BACKSTOP_CHECK_MS: z.coerce.number().int().positive().default(5000),
   LIGHT_TOPIC_ROOT: topicRoot.default('light'),
   METER_TOPIC_ROOT: topicRoot.default('meter'),
   DEVICE_IN_RETENTION_HOURS: z.coerce.number().positive().default(72),

@@ -54,6 +54,9 @@ export class ControlConnection {
       reconnectPeriod: 1000,
       connectTimeout: 5000,
       queueQoSZero: false,
+      // The response subscription is made explicitly on every connect (below); mqtt.js's own
+      // resubscribe would take the topic first and answer that subscribe with nothing granted.
+      resubscribe: false,
     });
     this.client.on('connect', () => {
       this.subscribed = false;

@@ -10,12 +10,27 @@ export interface TrafficOptions {
   clientId: string;
   username: string;
   password: string;
-  /** Shared subscriptions to hold (QoS 1, retain as published, no retained replay). */
+  /** Subscriptions to hold (QoS 1, retain as published, no retained replay). */
   subscriptions: string[];
   sessionExpirySeconds: number;
   receiveMaximum: number;
+  /**
+   * Whether stop() unsubscribes first (default true: a replica leaving a share group lets the
+   * broker route the rest to the others). The backstop keeps its subscriptions so its session
+   * goes on queueing while it is away.
+   */
+  leaveOnStop?: boolean;
+  /** Called on every (re)connect, before the subscriptions are made again. */
+  onConnect?: () => void;
+  /** Called when the broker granted the subscriptions on the current connection. */
+  onSubscribed?: () => void;
+  /** Called when another client took this client id over (MQTT 5 reason 0x8E): the connection is ended. */
+  onTakenOver?: () => void;
   logger: Logger;
 }
+
+/** MQTT 5 DISCONNECT reason code: another connection took the client id over. */
+const SESSION_TAKEN_OVER = 0x8e;
 
 /**
  * Takes one device message. The sink must call message.captureDone() exactly once, at once or
@@ -121,8 +136,15 @@ export class TrafficConnection {
     this.client.handleMessage = (packet, callback) => this.onPacket(packet, callback);
     this.client.on('connect', (connack) => {
       this.nextConnection();
-      options.logger.info({ session_present: connack.sessionPresent }, 'device traffic connection up');
+      options.logger.info({ client_id: options.clientId, session_present: connack.sessionPresent }, 'device traffic connection up');
+      options.onConnect?.();
       if (this.accepting) void this.subscribe();
+    });
+    this.client.on('disconnect', (packet) => {
+      if (packet.reasonCode !== SESSION_TAKEN_OVER) return;
+      options.logger.warn({ client_id: options.clientId }, 'another connection took this client id over; not reconnecting');
+      this.accepting = false;
+      void this.client.endAsync(true).then(() => options.onTakenOver?.());
     });
     this.client.on('close', () => {
       this.nextConnection();
@@ -150,7 +172,17 @@ export class TrafficConnection {
     }
   }
 
-  private async subscribe(): Promise<void> {
+  /**
+   * Makes the subscriptions again on the current connection (a no-op for the broker when they
+   * exist). True once granted.
+   */
+  async resubscribe(): Promise<boolean> {
+    if (!this.client.connected || !this.accepting) return false;
+    return this.subscribe();
+  }
+
+  private async subscribe(): Promise<boolean> {
+    const connection = this.connection;
     try {
       const granted = await this.client.subscribeAsync(
         // rap: the Mqtt-Retain header tells what the device set; rh 2: Mosquitto would otherwise
@@ -159,12 +191,16 @@ export class TrafficConnection {
       );
       const refused = granted.filter((g) => g.qos >= 128);
       if (refused.length > 0) {
-        this.options.logger.error({ refused: refused.map((g) => g.topic) }, 'broker refused the shared subscriptions');
-        return;
+        this.options.logger.error({ refused: refused.map((g) => g.topic) }, 'broker refused the subscriptions');
+        return false;
       }
+      if (connection !== this.connection) return false;
       this.subscribed = true;
+      this.options.onSubscribed?.();
+      return true;
     } catch (err) {
       this.options.logger.warn({ err: (err as Error).message }, 'subscribe failed');
+      return false;
     }
   }
 
@@ -252,15 +288,15 @@ export class TrafficConnection {
   }
 
   /**
-   * Stops taking messages: leaves the share group (so the broker routes the rest to other
-   * replicas), waits until messages already taken are stored and acknowledged, then
-   * disconnects. The session stays for MQTT_SESSION_EXPIRY_S.
+   * Stops taking messages: leaves the share group unless leaveOnStop is false (so the broker
+   * routes the rest to other replicas), waits until messages already taken are stored and
+   * acknowledged, then disconnects. The session stays for MQTT_SESSION_EXPIRY_S.
    */
   async stop(): Promise<void> {
     this.accepting = false;
     // From here on nothing new is taken, so mqtt.js may read on (the UNSUBACK must get through).
     this.release(true);
-    if (this.client.connected) {
+    if (this.client.connected && this.options.leaveOnStop !== false) {
       try {
         await withTimeout(this.client.unsubscribeAsync(this.options.subscriptions), 3000);
       } catch (err) {

@@ -52,6 +52,20 @@ export function sharedSubscriptions(group: string, roots: TopicRoots): string[] 
   return [`$share/${group}/${roots.light}/+/#`, `$share/${group}/${roots.meter}/+/#`];
 }
 
+/**
+ * The backstop session's subscriptions: every device topic as a plain (not shared)
+ * subscription, which Mosquitto keeps across its own restarts (it drops shared ones), plus the
+ * marker topics that tell the backstop the share group is subscribed again.
+ */
+export function backstopSubscriptions(group: string, roots: TopicRoots): string[] {
+  return [`${roots.light}/+/#`, `${roots.meter}/+/#`, `${backstopMarkerRoot(group)}/+`];
+}
+
+/** Where backstop markers are published; outside every device subtree, so no device can publish there. */
+export function backstopMarkerRoot(group: string): string {
+  return `fleet-backstop/${group}`;
+}
+
 /** The device's own subtree, the only place its role allows. */
 export function deviceSubtree(roots: TopicRoots, product: Product, deviceId: string): string {
   return `${roots[product]}/${deviceId}/#`;
