@@ -30,7 +30,7 @@ describe('GET /v1/account', () => {
   it('shows exactly the permissions, channels and limits staff set', async () => {
     const p = await partnerWithKey([
       '--permissions', 'state_read,energy_reset', '--access-all-devices', '--channels', 'light2,contact',
-      '--requests-per-min', '120', '--device-commands-per-min', '7', '--grant', '5', '--grant', '9',
+      '--requests-per-min', '120', '--device-commands-per-min', '7',
     ]);
     const { body } = await api('GET', '/v1/account', { key: p.key });
     const partner = body.partner as Record<string, unknown>;
@@ -40,10 +40,22 @@ describe('GET /v1/account', () => {
     expect(partner.rate_limits).toEqual({ requests_per_min: 120, device_commands_per_min: 7 });
   });
 
-  it('grants every permission with --permissions all', async () => {
-    const p = await partnerWithKey(['--permissions', 'all']);
+  it('grants every permission but the scope and internal raw MQTT ones with --permissions all', async () => {
+    const p = await partnerWithKey(['--permissions', 'all', '--grant', '1']);
     const { body } = await api('GET', '/v1/account', { key: p.key });
-    expect(Object.values((body.partner as { permissions: Record<string, boolean> }).permissions).every(Boolean)).toBe(true);
+    const permissions = (body.partner as { permissions: Record<string, boolean> }).permissions;
+    const refused = Object.entries(permissions).filter(([, v]) => !v).map(([k]) => k);
+    expect(refused.sort()).toEqual(['access_all_devices', 'raw_mqtt_devices', 'raw_mqtt_global']);
+    const everything = await partnerWithKey(['--permissions', 'all,raw_mqtt_devices,raw_mqtt_global', '--access-all-devices']);
+    const all = await api('GET', '/v1/account', { key: everything.key });
+    expect(Object.values((all.body.partner as { permissions: Record<string, boolean> }).permissions).every(Boolean)).toBe(true);
+  });
+
+  it('refuses granted organizations beside access_all_devices with exit code 2', async () => {
+    const refused = await adminFails('partner', 'create', '--name', 'Both', '--permissions', 'all', '--access-all-devices', '--grant', '1');
+    expect(refused.code).toBe(2);
+    expect(refused.stderr).toMatch(/--grant.*exclude each other/);
+    expect(refused.stdout).toBe('');
   });
 });
 

@@ -147,7 +147,7 @@ async function run(ctx) {
   });
   const gatewayDb = `${POSTGRES_URL.replace(/\/[^/]*$/, '')}/${databasePrefix}gateway`;
   const partner = await gatewayAdmin(gatewayDb, [
-    'partner', 'create', '--name', `Bench lights ${id}`, '--permissions', 'all', '--requests-per-min', '100000000', '--device-commands-per-min', '100000000',
+    'partner', 'create', '--name', `Bench lights ${id}`, '--permissions', 'all', '--access-all-devices', '--requests-per-min', '100000000', '--device-commands-per-min', '100000000',
   ]);
   const { key } = await gatewayAdmin(gatewayDb, ['key', 'issue', '--partner', partner.id]);
   const headers = { authorization: `Bearer ${key}`, 'content-type': 'application/json' };

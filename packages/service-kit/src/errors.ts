@@ -67,15 +67,99 @@ export class ServiceUnavailableError extends ApiError {
   }
 }
 
+/**
+ * The request's deadline passed before its work was stored: the transaction was rolled back,
+ * so nothing was stored and a retry is safe.
+ */
+export class DeadlineExceededError extends ServiceUnavailableError {
+  constructor(message = 'The request ran out of time before its work was stored; nothing was stored. Retry shortly.') {
+    super(message);
+  }
+}
+
+/**
+ * The code by which errors of packages that do not know HTTP (packages/db's CommitDeadlineError)
+ * say "the deadline passed before the work was stored"; the bus answers them as DeadlineExceededError.
+ */
+export const DEADLINE_EXCEEDED_CODE = 'deadline_exceeded';
+
+/** A DeadlineExceededError, or any error that carries the code DEADLINE_EXCEEDED_CODE. */
+export function isDeadlineExceeded(err: unknown): boolean {
+  return err instanceof DeadlineExceededError || (err instanceof Error && (err as { code?: unknown }).code === DEADLINE_EXCEEDED_CODE);
+}
+
 export class InternalError extends ApiError {
   constructor() {
     super(500, 'internal_error', 'Internal error.');
   }
 }
 
-/** The envelope form of any thrown value; anything not an ApiError is an internal error. */
+/**
+ * True when the database refused a value of the request itself: SQLSTATE class 22 (data exception:
+ * U+0000 in text, a time or number out of range, text it cannot read), found on the error or
+ * its causes (node-postgres errors, Prisma's driver-adapter errors).
+ */
+export function isDataException(err: unknown): boolean {
+  const seen = new Set<unknown>();
+  const queue: unknown[] = [err];
+  while (queue.length && seen.size < 8) {
+    const current = queue.shift();
+    if (current === null || typeof current !== 'object' || seen.has(current)) continue;
+    seen.add(current);
+    const e = current as { code?: unknown; originalCode?: unknown; meta?: { driverAdapterError?: unknown }; cause?: unknown };
+    for (const code of [e.code, e.originalCode]) if (typeof code === 'string' && /^22[0-9A-Z]{3}$/.test(code)) return true;
+    queue.push(e.meta?.driverAdapterError, e.cause);
+  }
+  return false;
+}
+
+/** Fields a driver, driver-adapter or Prisma error may carry. */
+interface DriverErrorLike {
+  code?: unknown;
+  name?: unknown;
+  message?: unknown;
+  cause?: unknown;
+  meta?: { driverAdapterError?: { cause?: { kind?: unknown } } };
+}
+
+/** Driver adapter error kinds that mean the database cannot be used right now. */
+const OUTAGE_KINDS = ['DatabaseNotReachable', 'DatabaseDoesNotExist', 'ConnectionClosed', 'SocketTimeout', 'TooManyConnections', 'TransactionStartTimeout'];
+/** Prisma, Node socket and Postgres (admin shutdown, cannot connect now, too many connections) codes of the same. */
+const OUTAGE_CODES = ['P1001', 'P1002', 'P1008', 'P1017', 'P2024', 'ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', '57P01', '57P03', '53300'];
+const OUTAGE_MESSAGE = /ECONNREFUSED|ECONNRESET|Connection terminated|connection timeout|too many clients|Can't reach database server/i;
+
+/**
+ * True when a service's database is out of reach (refused, dropped, timed out, pool exhausted),
+ * found on the error or its causes: a 503 for the partner (retry), not a 500.
+ */
+export function isStoreOutage(err: unknown): boolean {
+  const seen = new Set<unknown>();
+  for (let e = err; e && typeof e === 'object' && !seen.has(e) && seen.size < 8; e = (e as DriverErrorLike).cause) {
+    seen.add(e);
+    const { code, name, message, meta } = e as DriverErrorLike;
+    if (typeof code === 'string' && OUTAGE_CODES.includes(code)) return true;
+    if (name === 'PrismaClientInitializationError') return true;
+    const kind = meta?.driverAdapterError?.cause?.kind;
+    if (typeof kind === 'string' && OUTAGE_KINDS.includes(kind)) return true;
+    if (typeof message === 'string' && OUTAGE_MESSAGE.test(message)) return true;
+  }
+  return false;
+}
+
+/**
+ * The envelope form of any thrown value. A database data exception is the request's fault (400,
+ * a safety net behind the gateway's own checks); a database out of reach is a 503; anything else
+ * not an ApiError is an internal error.
+ */
 export function toEnvelopeError(err: unknown): EnvelopeError {
-  const api = err instanceof ApiError ? err : new InternalError();
+  const api =
+    err instanceof ApiError
+      ? err
+      : isDataException(err)
+        ? new ValidationError('A value in the request cannot be stored or compared (control characters, or out of range).')
+        : isStoreOutage(err)
+          ? new ServiceUnavailableError()
+          : new InternalError();
   const out: EnvelopeError = { status: api.status, code: api.code, message: api.message };
   if (api.options.requiredPermission) out.required_permission = api.options.requiredPermission;
   if (api.options.retryAfter !== undefined) out.retry_after = api.options.retryAfter;

@@ -9,6 +9,7 @@ import { AuthChangeListener } from './auth/change-listener';
 import { Authenticator } from './auth/authenticator';
 import { readGatewayConfig } from './config';
 import { createGatewayApp } from './gateway';
+import { answerClientErrors } from './http/app';
 import { routes } from './routes/table';
 import { findKey } from './store/partners';
 import { MIGRATIONS_DIR } from './migrations';
@@ -45,6 +46,7 @@ async function main(): Promise<void> {
     ? https.createServer({ cert: fs.readFileSync(config.TLS_CERT_FILE as string), key: fs.readFileSync(config.TLS_KEY_FILE as string) }, app)
     : http.createServer(app);
   server.keepAliveTimeout = 65_000;
+  answerClientErrors(server);
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
     server.listen(config.GATEWAY_PORT, config.GATEWAY_HOST, () => resolve());

@@ -59,7 +59,12 @@ describe('API keys', () => {
 describe('partner settings', () => {
   it('parses permission and channel lists strictly', () => {
     expect(parsePermissions('energy_read, state_read')).toEqual(['state_read', 'energy_read']);
-    expect(parsePermissions('all')).toHaveLength(22);
+    expect(parsePermissions('all')).toHaveLength(19);
+    expect(parsePermissions('all')).not.toEqual(expect.arrayContaining(['access_all_devices']));
+    expect(parsePermissions('all')).not.toContain('raw_mqtt_devices');
+    expect(parsePermissions('all')).not.toContain('raw_mqtt_global');
+    expect(parsePermissions('all,raw_mqtt_devices')).toHaveLength(20);
+    expect(parsePermissions('state_read,all')).toEqual(parsePermissions('all'));
     expect(() => parsePermissions('state_read,admin')).toThrow(/admin/);
     expect(parseChannels('sound,light1')).toEqual(['light1', 'sound']);
     expect(() => parseChannels('light4')).toThrow(/light4/);

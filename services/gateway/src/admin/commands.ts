@@ -1,12 +1,23 @@
 import type { Channel, Permission } from '@fleet/contracts';
 import { CHANNELS } from '@fleet/contracts';
 import { generateApiKey } from '../domain/api-key';
-import { DEFAULT_DEVICE_COMMANDS_PER_MIN, DEFAULT_REQUESTS_PER_MIN, parseChannels, parsePermissions } from '../domain/partner-settings';
+import { DEFAULT_DEVICE_COMMANDS_PER_MIN, DEFAULT_REQUESTS_PER_MIN, NOT_IN_ALL, parseChannels, parsePermissions } from '../domain/partner-settings';
 import { createPartner, disablePartner, revokeKey, storeKey, updatePartner, findPartner, type PartnerInput } from '../store/partners';
 import type { GatewayDb } from '../store/prisma';
 
 /** A staff command failed in a way worth telling the operator (exit non-zero, message on stderr). */
 export class AdminError extends Error {}
+
+/** What `partner help` answers: the commands and the rules of their options. */
+export const USAGE: readonly string[] = [
+  'partner create --name <name> [--permissions <p1,p2,...|all>] [--grant <org_id>]... [--access-all-devices] [--channels <c1,c2,...>] [--requests-per-min N] [--device-commands-per-min N]',
+  'partner update --id <id> [same options as create; given options replace]',
+  'partner disable --id <id>',
+  'key issue --partner <id>',
+  'key revoke --key-prefix <prefix_handle>',
+  `--permissions all: every permission except ${NOT_IN_ALL.join(', ')}; name those to grant them (e.g. all,raw_mqtt_devices)`,
+  'scope: --grant <org_id> (organization subtrees) or --access-all-devices (every device), never both (exit 2)',
+];
 
 export interface ParsedArgs {
   values: Map<string, string[]>;
@@ -85,15 +96,29 @@ function partnerFields(args: ParsedArgs): Partial<PartnerInput> {
   return fields;
 }
 
+/**
+ * A partner's scope is organization subtrees it was granted or every device, never both: grants
+ * beside access_all_devices would be dead weight that hides what the partner really sees.
+ */
+function refuseMixedScope(permissions: readonly string[], orgGrants: readonly number[]): void {
+  if (permissions.includes('access_all_devices') && orgGrants.length > 0) {
+    throw new AdminError("'--grant' and access_all_devices ('--access-all-devices') exclude each other: a partner sees granted organizations or every device, not both");
+  }
+}
+
 /** Runs one `partner ...` or `key ...` command; returns the JSON object to print. */
 export async function runAdminCommand(db: GatewayDb, argv: string[]): Promise<Record<string, unknown>> {
   const [entity, verb, ...rest] = argv;
   const args = parseArgs(rest);
   const command = `${entity ?? ''} ${verb ?? ''}`.trim();
   switch (command) {
+    case 'partner help':
+    case 'key help':
+      return { usage: USAGE };
     case 'partner create': {
       required(args, 'name');
       const fields = partnerFields(args);
+      refuseMixedScope(fields.permissions ?? [], fields.orgGrants ?? []);
       const input: PartnerInput = {
         name: fields.name as string,
         permissions: fields.permissions ?? [],
@@ -109,6 +134,9 @@ export async function runAdminCommand(db: GatewayDb, argv: string[]): Promise<Re
       const id = partnerId(required(args, 'id'));
       const fields = partnerFields(args);
       if (Object.keys(fields).length === 0) throw new AdminError('nothing to update: give at least one option');
+      const current = await findPartner(db, id);
+      if (!current) throw new AdminError(`no partner with id '${id}'`);
+      refuseMixedScope(fields.permissions ?? current.permissions, fields.orgGrants ?? current.orgGrants);
       const partner = await updatePartner(db, id, fields);
       if (!partner) throw new AdminError(`no partner with id '${id}'`);
       return describePartner(partner);
@@ -133,7 +161,7 @@ export async function runAdminCommand(db: GatewayDb, argv: string[]): Promise<Re
       return { key_prefix: keyPrefix, revoked: true };
     }
     default:
-      throw new AdminError(`unknown command '${command}'`);
+      throw new AdminError(`unknown command '${command}' (see 'partner help')`);
   }
 }
 

@@ -1,5 +1,7 @@
 import { CHANNELS, PERMISSIONS } from '@fleet/contracts';
+import { MAX_BODY_DEPTH } from '../http/request-validation';
 import { API_DOCUMENT_VERSION } from '../openapi/build';
+import { TIME_RANGE_TEXT } from '../routes/schemas';
 import { ERROR_CODES, PERMISSION_GRANTS } from '../openapi/reference';
 import { escapeHtml, inlineCode, page } from './html';
 
@@ -133,7 +135,19 @@ ${row(['<code>202</code>', 'Accepted: a command handed to the broker, or a job s
 ${row(['<code>204</code>', 'Done, no body (rename, move, update, removal).'])}
 </tbody>
 </table>
-<p>Send request bodies as JSON objects with <code>Content-Type: application/json</code>; any other media type is <code>415 unsupported_media_type</code>, and a body that is not valid JSON or not an object is <code>400 validation_error</code>. Routes whose fields are all optional take no body. Ignore response fields you do not recognise: new ones may be added.</p>
+<p>Ignore response fields you do not recognise: new ones may be added.</p>
+<h3 id="requests">Requests</h3>
+<p>These rules hold on every route:</p>
+<ul>
+<li>Send request bodies as JSON objects with <code>Content-Type: application/json</code> (no charset, or <code>charset=utf-8</code>); any other media type or charset is <code>415 unsupported_media_type</code>. A body that is not valid UTF-8, not valid JSON, not an object, or nested more than ${MAX_BODY_DEPTH} levels is <code>400 validation_error</code>.</li>
+<li>Routes whose fields are all optional, and routes that take no body, accept none: an empty body or <code>{}</code> is the same as none, and any field in a body they do not take is <code>400 validation_error</code>.</li>
+<li>Send bodies uncompressed: a <code>Content-Encoding</code> other than <code>identity</code> is <code>415 unsupported_media_type</code>.</li>
+<li>Send <code>Authorization</code>, <code>Content-Type</code>, <code>Content-Encoding</code>, <code>Content-Length</code> and <code>Idempotency-Key</code> at most once each; a second one is <code>400 validation_error</code>.</li>
+<li>Text never contains U+0000 or a lone surrogate, anywhere (path, query, body values and field names). Names (device names, organizations, command names, time zones, raw payloads) contain no control characters at all (U+0001–U+001F, U+007F). Otherwise <code>400 validation_error</code> naming the field.</li>
+<li>Query strings are percent-encoded UTF-8. Give each parameter once. Integers are plain decimal digits (<code>16</code>, or <code>-3</code> where negative values make sense; never <code>0x10</code>, <code>1e1</code> or <code>+16</code>); booleans are <code>true</code> or <code>false</code>.</li>
+<li>Date/time query parameters take ISO 8601 date-times (no offset means UTC) or epoch seconds, within ${inlineCode(TIME_RANGE_TEXT)}.</li>
+<li>A request that is not valid HTTP is <code>400 validation_error</code>; a request line and headers over 16 KB are <code>431 headers_too_large</code>. These answers carry the error body and <code>X-Request-Id</code> like every other.</li>
+</ul>
 <h3>Headers</h3>
 <table>
 <thead><tr><th scope="col">Header</th><th scope="col">When</th><th scope="col">Meaning</th></tr></thead>

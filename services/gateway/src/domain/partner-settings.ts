@@ -3,13 +3,22 @@ import { CHANNELS, PERMISSIONS, type Channel, type Permission } from '@fleet/con
 export const DEFAULT_REQUESTS_PER_MIN = 600;
 export const DEFAULT_DEVICE_COMMANDS_PER_MIN = 60;
 
-/** Parses a comma list of permission keys, or `all`; unknown keys are an error. */
+/**
+ * Permissions `all` leaves out, granted only when named: the scope permission (a partner sees
+ * every device) and the internal raw MQTT permissions.
+ */
+export const NOT_IN_ALL: readonly Permission[] = ['access_all_devices', 'raw_mqtt_devices', 'raw_mqtt_global'];
+
+/**
+ * Parses a comma list of permission keys; `all` in the list stands for every permission but
+ * NOT_IN_ALL (so `all,raw_mqtt_devices` adds one of them). Unknown keys are an error.
+ */
 export function parsePermissions(list: string): Permission[] {
-  if (list.trim() === 'all') return [...PERMISSIONS];
   const wanted = splitList(list);
-  const unknown = wanted.filter((p) => !(PERMISSIONS as readonly string[]).includes(p));
+  const unknown = wanted.filter((p) => p !== 'all' && !(PERMISSIONS as readonly string[]).includes(p));
   if (unknown.length) throw new Error(`unknown permission(s): ${unknown.join(', ')}`);
-  return PERMISSIONS.filter((p) => wanted.includes(p));
+  const all = wanted.includes('all');
+  return PERMISSIONS.filter((p) => wanted.includes(p) || (all && !NOT_IN_ALL.includes(p)));
 }
 
 /** Parses a comma list of channels; unknown channels are an error. */

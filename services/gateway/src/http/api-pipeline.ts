@@ -7,7 +7,7 @@ import { isValidIdempotencyKey, requestFingerprint, type IdempotencyStore, type 
 import { rateLimitHeaders, requestWindowFor, windowsFor, type LimitSettings, type SlidingWindowLimiter, type WindowSpec } from '../limits';
 import type { ScopeResolver } from '../scope/scope-resolver';
 import { routeId, type RouteDef } from '../routes/types';
-import type { RequestValidator } from './request-validation';
+import { MAX_BODY_DEPTH, readJsonBody, withinDepth, type RequestValidator } from './request-validation';
 import type { RouteMatcher } from './route-matcher';
 
 export interface PipelineDeps {
@@ -20,6 +20,13 @@ export interface PipelineDeps {
   scope: ScopeResolver;
   bus: Bus;
   logger: Logger;
+  /**
+   * How long past a request's deadline the gateway still waits for the owning service's reply
+   * on routes that change something (BUS_OUTCOME_GRACE_MS); default 0.
+   */
+  outcomeGraceMs?: number;
+  /** How long past the deadline it waits once the owning service said it is committing (BUS_COMMIT_WAIT_MS); default 0. */
+  commitWaitMs?: number;
 }
 
 /** Headers of a handler's answer that a replay repeats; per-request ones are written afresh. */
@@ -125,7 +132,7 @@ async function runRoute(
   if (route.permission && !principal.permissions.includes(route.permission)) {
     throw new ForbiddenError(`This route needs the '${route.permission}' permission.`, 'forbidden', route.permission);
   }
-  const body = route.body ? parseBody(req, route, rawBody) : undefined;
+  const body = readJsonBody(route, req.get('Content-Type'), rawBody);
   const query = { ...(req.query as Record<string, unknown>) };
   deps.validator.check(route, { params, query, body });
 
@@ -146,7 +153,14 @@ async function runRoute(
     ...(device ? { device } : {}),
     ...(body !== undefined ? { body } : {}),
   };
-  const reply = await deps.bus.request(route.target.subject, envelope).catch(async (err: unknown) => {
+  // The envelope carries the deadline: now + the bus timeout. The owning service starts and commits
+  // nothing after it (its database refuses the COMMIT). Right before a COMMIT it sends a commit
+  // notice; the gateway waits the grace past the deadline for a reply or a notice (covering the
+  // bus's latency), and after a notice up to commitWaitMs for the outcome. So a 503 means nothing
+  // was stored, unless the service died (or stalled past commitWaitMs) between COMMIT and reply.
+  const changes = route.method !== 'GET';
+  const waits = changes ? { outcomeGraceMs: deps.outcomeGraceMs ?? 0, commitWaitMs: deps.commitWaitMs ?? 0 } : {};
+  const reply = await deps.bus.request(route.target.subject, envelope, waits).catch(async (err: unknown) => {
     if (spent) await refund(deps, spent);
     throw err;
   });
@@ -163,31 +177,12 @@ function bodyForFingerprint(rawBody: Buffer): unknown {
   if (rawBody.length === 0) return undefined;
   const text = rawBody.toString('utf8');
   try {
-    return JSON.parse(text);
+    const parsed: unknown = JSON.parse(text);
+    // A body nested too deep for the fingerprint is refused later; its text stands in here.
+    return withinDepth(parsed, MAX_BODY_DEPTH) ? parsed : text;
   } catch {
     return text;
   }
-}
-
-/** 415 for a body that is not JSON, 400 for one that does not parse or is not an object. */
-function parseBody(req: Request, route: RouteDef, rawBody: Buffer): Record<string, unknown> | undefined {
-  if (rawBody.length === 0) {
-    if (route.bodyOptional) return undefined;
-    throw new ValidationError('A JSON object body is required.');
-  }
-  if (!req.is('application/json')) {
-    throw new ApiError(415, 'unsupported_media_type', 'Send the body as Content-Type: application/json.');
-  }
-  let parsed: unknown;
-  try {
-    parsed = JSON.parse(rawBody.toString('utf8'));
-  } catch {
-    throw new ValidationError('The body is not valid JSON.');
-  }
-  if (parsed === null || typeof parsed !== 'object' || Array.isArray(parsed)) {
-    throw new ValidationError('The body must be a JSON object.');
-  }
-  return parsed as Record<string, unknown>;
 }
 
 interface Spent {

@@ -1,6 +1,9 @@
 import { randomUUID } from 'node:crypto';
+import type http from 'node:http';
+import type https from 'node:https';
+import type { Duplex } from 'node:stream';
 import express, { type NextFunction, type Request, type Response } from 'express';
-import { ApiError, type Logger } from '@fleet/service-kit';
+import { ApiError, ValidationError, type Logger } from '@fleet/service-kit';
 import { docsRouter } from '../docs';
 import { apiPipeline, type PipelineDeps } from './api-pipeline';
 import { sendError } from './error-response';
@@ -24,17 +27,21 @@ export function createApp(deps: PipelineDeps, options: AppOptions): express.Expr
   app.use(conventions(deps.logger));
   if (options.requireTls) app.use(httpsOnly);
   app.use(docsRouter(options.openApiDocument));
-  // Bodies are read raw so idempotency can fingerprint them and parse errors follow the permission check.
-  app.use(express.raw({ type: () => true, limit: BODY_LIMIT }));
+  app.use(headerRules);
+  // Bodies are read raw (never decoded: headerRules refused every Content-Encoding but identity)
+  // so idempotency can fingerprint them and parse errors follow the permission check.
+  app.use(express.raw({ type: () => true, limit: BODY_LIMIT, inflate: false }));
   app.use(asyncRoute(apiPipeline(deps)));
   app.use(errorHandler(deps.logger));
   return app;
 }
 
+const newRequestId = (): string => `req_${randomUUID().replace(/-/g, '')}`;
+
 /** X-Request-Id and Cache-Control on every response; one access log line per request. */
 function conventions(logger: Logger) {
   return (req: Request, res: Response, next: NextFunction): void => {
-    const requestId = `req_${randomUUID().replace(/-/g, '')}`;
+    const requestId = newRequestId();
     res.locals.requestId = requestId;
     res.setHeader('X-Request-Id', requestId);
     res.setHeader('Cache-Control', 'no-store');
@@ -57,6 +64,51 @@ function httpsOnly(req: Request, res: Response, next: NextFunction): void {
   sendError(res, new ApiError(403, 'https_required', 'HTTPS is required.'));
 }
 
+/** Request headers a request may carry at most once: a second one would be ignored or merged silently. */
+const SINGLE_HEADERS = ['authorization', 'content-type', 'content-encoding', 'content-length', 'idempotency-key'];
+
+/**
+ * Rules that hold on every route, before anything else looks at the request: each of
+ * SINGLE_HEADERS at most once and a query string of percent-encoded UTF-8 (else 400), and no
+ * Content-Encoding but `identity` (else 415: bodies are taken as sent, never decompressed).
+ */
+function headerRules(req: Request, res: Response, next: NextFunction): void {
+  const seen = new Set<string>();
+  for (let i = 0; i < req.rawHeaders.length; i += 2) {
+    const name = (req.rawHeaders[i] as string).toLowerCase();
+    if (!SINGLE_HEADERS.includes(name)) continue;
+    if (seen.has(name)) {
+      sendError(res, new ValidationError(`The ${req.rawHeaders[i]} header was sent more than once; send it once.`));
+      return;
+    }
+    seen.add(name);
+  }
+  if (!isUtf8QueryString(req.url)) {
+    sendError(res, new ValidationError('The query string is not valid percent-encoded UTF-8.'));
+    return;
+  }
+  const coding = req.get('Content-Encoding');
+  if (coding !== undefined && coding.trim() !== '' && coding.trim().toLowerCase() !== 'identity') {
+    sendError(res, new ApiError(415, 'unsupported_media_type', 'Content-Encoding is not supported: send the body uncompressed (identity).'));
+    return;
+  }
+  next();
+}
+
+/** True when every name and value of the URL's query string decodes as percent-encoded UTF-8. */
+function isUtf8QueryString(url: string): boolean {
+  const at = url.indexOf('?');
+  if (at < 0) return true;
+  for (const piece of url.slice(at + 1).split(/[&=]/)) {
+    try {
+      decodeURIComponent(piece.replace(/\+/g, ' '));
+    } catch {
+      return false;
+    }
+  }
+  return true;
+}
+
 function asyncRoute(handler: (req: Request, res: Response) => Promise<void>) {
   return (req: Request, res: Response, next: NextFunction): void => {
     handler(req, res).catch(next);
@@ -66,11 +118,15 @@ function asyncRoute(handler: (req: Request, res: Response) => Promise<void>) {
 function errorHandler(logger: Logger) {
   return (err: unknown, req: Request, res: Response, _next: NextFunction): void => {
     let failure = err;
-    const status = (err as { status?: number; type?: string }).status;
-    const type = (err as { type?: string }).type;
-    if (!(err instanceof ApiError) && type === 'entity.too.large') {
+    const status = (err as { status?: unknown }).status;
+    const type = (err as { type?: unknown }).type;
+    // Errors of the body reader carry a 4xx status and a type: the request's fault, never a 500.
+    const readerRefusal = !(err instanceof ApiError) && typeof type === 'string' && typeof status === 'number' && status >= 400 && status < 500;
+    if (readerRefusal && status === 413) {
       failure = new ApiError(413, 'payload_too_large', `The body exceeds ${BODY_LIMIT}.`);
-    } else if (!(err instanceof ApiError) && status === 400 && type) {
+    } else if (readerRefusal && status === 415) {
+      failure = new ApiError(415, 'unsupported_media_type', 'Send the body uncompressed as Content-Type: application/json.');
+    } else if (readerRefusal) {
       failure = new ApiError(400, 'validation_error', 'The request body could not be read.');
     } else if (!(err instanceof ApiError)) {
       logger.error({ err, request_id: res.locals.requestId, path: req.path }, 'unhandled error');
@@ -81,4 +137,48 @@ function errorHandler(logger: Logger) {
     }
     sendError(res, failure);
   };
+}
+
+/** Status, code and message of a request Node's HTTP parser refused before the app saw it. */
+function parserRefusal(code: string | undefined): { status: number; reason: string; code: string; message: string } {
+  switch (code) {
+    case 'HPE_HEADER_OVERFLOW':
+      return { status: 431, reason: 'Request Header Fields Too Large', code: 'headers_too_large', message: 'The request line and headers are larger than the gateway accepts (16 KB).' };
+    case 'HPE_CHUNK_EXTENSIONS_OVERFLOW':
+      return { status: 413, reason: 'Payload Too Large', code: 'payload_too_large', message: 'The chunk extensions are larger than the gateway accepts.' };
+    case 'ERR_HTTP_REQUEST_TIMEOUT':
+      return { status: 408, reason: 'Request Timeout', code: 'request_timeout', message: 'The request was not received in time.' };
+    default:
+      return { status: 400, reason: 'Bad Request', code: 'validation_error', message: 'The request is not valid HTTP (request line, header or framing).' };
+  }
+}
+
+/**
+ * Answers what Node's HTTP parser refuses (bytes not allowed in the request line or a header,
+ * headers over the size limit, broken framing) with the same error body, X-Request-Id and
+ * Cache-Control as every other answer, then closes the connection.
+ */
+export function answerClientErrors(server: http.Server | https.Server): void {
+  server.on('clientError', (err: NodeJS.ErrnoException, socket: Duplex) => {
+    // A response already on its way cannot be followed by another on the same connection.
+    const inFlight = (socket as Duplex & { _httpMessage?: { headersSent?: boolean } })._httpMessage;
+    if (err.code === 'ECONNRESET' || !socket.writable || inFlight?.headersSent) {
+      socket.destroy();
+      return;
+    }
+    const refusal = parserRefusal(err.code);
+    const requestId = newRequestId();
+    const body = JSON.stringify({ error: refusal.message, code: refusal.code, request_id: requestId });
+    const head = [
+      `HTTP/1.1 ${refusal.status} ${refusal.reason}`,
+      `X-Request-Id: ${requestId}`,
+      'Cache-Control: no-store',
+      'Content-Type: application/json; charset=utf-8',
+      `Content-Length: ${Buffer.byteLength(body)}`,
+      'Connection: close',
+    ];
+    socket.end(`${head.join('\r\n')}\r\n\r\n${body}`);
+    // Whatever else the client sends is not read; the socket goes once the answer is out.
+    socket.once('finish', () => socket.destroy());
+  });
 }

@@ -1,5 +1,6 @@
+import { MAX_BODY_DEPTH } from '../http/request-validation';
 import { LIMIT_CLASSES, type LimitClass } from '../limits/classes';
-import { deviceIdParam, errorSchema } from '../routes/schemas';
+import { deviceIdParam, errorSchema, TIME_RANGE_TEXT } from '../routes/schemas';
 import type { ErrorSpec, HttpMethod, JsonSchema, ResponseSpec, RouteDef } from '../routes/types';
 import { ERROR_CODES, LIMIT_CLASS_INFO } from './reference';
 
@@ -113,6 +114,18 @@ All requests and responses are JSON objects; HTTPS is mandatory. Every route is 
 ## Responses
 
 Every \`/v1\` response carries \`X-Request-Id\` and \`Cache-Control: no-store\`; every response to an authenticated request also carries \`RateLimit-Limit\`, \`RateLimit-Remaining\` and \`RateLimit-Reset\`. 201 means created (\`Location\` names it); 202 means accepted (a command handed to the broker, or a job started; \`Location\` names what to poll when there is something to poll); 204 means done with no body. Request bodies are JSON objects sent as \`Content-Type: application/json\`. Clients must ignore fields they do not recognise.
+
+## Requests
+
+These rules hold on every route, before or beside each operation's own validation; they are 400 \`validation_error\` unless said otherwise:
+
+- A body is a JSON object sent as \`Content-Type: application/json\`, with no charset or \`charset=utf-8\`; any other media type or charset is 415 \`unsupported_media_type\`. It must be valid UTF-8 and JSON, nested at most ${MAX_BODY_DEPTH} levels. An operation without a request body takes none: an empty body, or \`{}\`, is the same as none; any field is refused.
+- \`Content-Encoding\` other than \`identity\` is 415 \`unsupported_media_type\`: send bodies uncompressed.
+- \`Authorization\`, \`Content-Type\`, \`Content-Encoding\`, \`Content-Length\` and \`Idempotency-Key\` may each be sent once.
+- No text (path, query, body values or field names) may contain U+0000 or a lone surrogate; names (device names, organizations, command names, zones, raw payloads) refuse every control character U+0001–U+001F and U+007F too.
+- The query string is percent-encoded UTF-8; each parameter is given once; integers are plain decimal digits (\`16\`, \`-3\`; never \`0x10\`, \`1e1\` or \`+16\`), booleans \`true\` or \`false\`.
+- Every date/time query parameter takes ISO 8601 or epoch seconds within ${TIME_RANGE_TEXT}.
+- A request that is not valid HTTP (bytes not allowed in the request line or a header, broken framing) is 400 \`validation_error\`; request line and headers over 16 KB are 431 \`headers_too_large\`. These answers carry the error body, \`X-Request-Id\` and \`Cache-Control: no-store\` too.
 
 ## Errors
 

@@ -15,7 +15,7 @@ export interface ErrorCodeInfo {
 
 /** Every error code the contract names, plus the gateway-wide ones, in status order. */
 export const ERROR_CODES: readonly ErrorCodeInfo[] = [
-  { status: 400, code: 'validation_error', meaning: 'Bad channel, command, parameter, body, query, organization name or range; also a body that is not a JSON object.' },
+  { status: 400, code: 'validation_error', meaning: 'Bad channel, command, parameter, body, query, organization name or range; also a body that is not a JSON object, text with U+0000 (or control characters in a name), a time outside 1970-01-01T00:00:00Z–9999-12-31T23:59:59Z, a header sent twice, or a request that is not valid HTTP.' },
   { status: 401, code: 'unauthorized', meaning: 'Missing, malformed, unknown, revoked or disabled key.' },
   { status: 403, code: 'forbidden', meaning: 'Not permitted for this permission, channel, command or setting.' },
   { status: 403, code: 'node_out_of_scope', meaning: 'Target organization node outside your granted scope.' },
@@ -35,8 +35,9 @@ export const ERROR_CODES: readonly ErrorCodeInfo[] = [
   { status: 409, code: 'idempotency_in_progress', meaning: 'The same Idempotency-Key is still running; retry after `Retry-After` seconds.' },
   { status: 413, code: '(not named)', meaning: 'Uploaded file over 32 MB.' },
   { status: 413, code: 'payload_too_large', meaning: 'A JSON request body larger than the gateway accepts.' },
-  { status: 415, code: 'unsupported_media_type', meaning: 'Body not sent as `application/json`.' },
+  { status: 415, code: 'unsupported_media_type', meaning: 'Body not sent as `application/json` in UTF-8, or a `Content-Encoding` other than `identity`.' },
   { status: 422, code: 'idempotency_key_reused', meaning: 'Idempotency-Key already used with a different request.' },
+  { status: 431, code: 'headers_too_large', meaning: 'The request line and headers exceed 16 KB.' },
   { status: 429, code: 'rate_limited', meaning: 'A rate limit was reached; honor `Retry-After`.' },
   { status: 500, code: 'internal_error', meaning: 'Internal failure (any 5xx status).' },
   { status: 503, code: 'publish_failed', meaning: 'A valid command could not be delivered to the device broker.' },

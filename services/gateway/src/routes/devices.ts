@@ -1,5 +1,5 @@
 import { CHANNELS } from '@fleet/contracts';
-import { deviceIdParam } from './schemas';
+import { deviceIdParam, nameText } from './schemas';
 import type { JsonSchema, RouteDef } from './types';
 
 /** Routes owned by device-registry: devices, provisioning, removal, health, org tree and placement. */
@@ -56,14 +56,13 @@ const provisionBody: JsonSchema = {
       default: 'light',
       description: 'Selects the derivation label `<product>/mqtt/v1`, the broker topic root and the broker ACL subtree.',
     },
-    name: { type: 'string', minLength: 1, maxLength: 120, description: 'Optional display name.' },
-    org: {
-      type: 'string',
+    name: nameText({ minLength: 1, maxLength: 120, description: 'Optional display name, 1–120 characters, no control characters.' }),
+    org: nameText({
       minLength: 1,
       description:
         'Organization placement, by name. With `access_all_devices`: optional, must name an existing root organization; omitted, the device goes to the root Staging / Inventory node. ' +
-        'Organization-scoped partners: required, must name exactly one organization inside a granted subtree (`unknown organization \'<org>\'`, or `organization \'<org>\' is ambiguous: N organizations in your scope share that name`). Provisioning never creates organizations.',
-    },
+        'Organization-scoped partners: required, must name exactly one organization inside a granted subtree (`unknown organization \'<org>\'`, or `organization \'<org>\' is ambiguous: N organizations in your scope share that name`). Provisioning never creates organizations. No control characters.',
+    }),
   },
 };
 
@@ -233,7 +232,7 @@ export const deviceRoutes: RouteDef[] = [
     permission: 'config_write',
     target: { subject: 'registry.device.rename' },
     device: {},
-    body: { type: 'object', additionalProperties: false, required: ['name'], properties: { name: { type: 'string', minLength: 1, maxLength: 120 } } },
+    body: { type: 'object', additionalProperties: false, required: ['name'], properties: { name: nameText({ minLength: 1, maxLength: 120, description: 'The display name, 1–120 characters, no control characters.' }) } },
     limits: ['config_mutation'],
     responses: { 204: { description: 'Renamed' } },
   },

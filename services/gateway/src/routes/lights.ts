@@ -1,4 +1,5 @@
 import { CHANNELS } from '@fleet/contracts';
+import { nameText } from './schemas';
 import type { ErrorSpec, JsonSchema, RouteDef } from './types';
 
 /** Routes owned by light-command: the predefined command catalog, raw commands, effects and state. */
@@ -115,7 +116,7 @@ export const lightRoutes: RouteDef[] = [
       required: ['channel', 'payload'],
       properties: {
         channel: channelSchema,
-        payload: { type: 'string', minLength: 1, maxLength: 255, description: 'A light wire payload, e.g. `pulse:FF0000,1200` or `solid:00FF00@5000/60000` (light2/light3).' },
+        payload: nameText({ minLength: 1, maxLength: 255, description: 'A light wire payload, e.g. `pulse:FF0000,1200` or `solid:00FF00@5000/60000` (light2/light3); never control characters.' }),
       },
     },
     idempotent: true,
@@ -146,7 +147,7 @@ export const lightRoutes: RouteDef[] = [
       additionalProperties: false,
       required: ['command'],
       properties: {
-        command: { type: 'string', minLength: 1, maxLength: 64 },
+        command: nameText({ minLength: 1, maxLength: 64 }),
         params: { type: 'object', description: 'Parameter values by name; see GET /v1/commands.' },
       },
     },

@@ -1,11 +1,14 @@
-import { deviceIdParam } from './schemas';
+import { deviceIdParam, nameText, TIME_RANGE_TEXT } from './schemas';
 import type { JsonSchema, RouteDef } from './types';
 
 /** Routes owned by the meter service: interval records, summary, energy, report, live reading, energy reset. */
 
 const dateTime: JsonSchema = { type: 'string', format: 'date-time' };
 const dateTimeOrNull: JsonSchema = { type: ['string', 'null'], format: 'date-time' };
-const timeParam = (what: string): JsonSchema => ({ type: 'string', description: `${what} ISO 8601 date-time (no offset means UTC) or epoch seconds.` });
+const timeParam = (what: string): JsonSchema => ({
+  type: 'string',
+  description: `${what} ISO 8601 date-time (no offset means UTC) or epoch seconds. Supported range ${TIME_RANGE_TEXT}.`,
+});
 const tokenParam: JsonSchema = { type: 'string', minLength: 1, maxLength: 128, description: 'The token of the 202 answer; a token not issued for this device is 404.' };
 const meter = { product: 'meter' as const };
 
@@ -217,7 +220,7 @@ export const meterRoutes: RouteDef[] = [
         bucket: { type: 'string', enum: ['hour', 'day'], description: 'Bucket width (default hour).' },
         start: timeParam('Window start:'),
         end: timeParam('Window end (exclusive):'),
-        tz: { type: 'string', description: 'IANA time zone name, e.g. Europe/Berlin.' },
+        tz: nameText({ maxLength: 64, description: 'IANA time zone name, e.g. Europe/Berlin.' }),
       },
     },
     responses: { 200: { description: 'The energy answer', schema: energyAnswer } },

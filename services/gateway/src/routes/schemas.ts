@@ -2,6 +2,26 @@ import { CHANNELS, PERMISSIONS } from '@fleet/contracts';
 import type { JsonSchema } from './types';
 
 /** Response and body schemas shared by the route table and the OpenAPI document. */
+
+/**
+ * Pattern of name-like text (display names, organization names, command names, zones): no C0
+ * control characters and no DEL. The gateway refuses U+0000 in any text; this pattern also
+ * refuses U+0001–U+001F and U+007F where it is declared.
+ */
+export const CONTROL_FREE_PATTERN = '^[^\\u0000-\\u001F\\u007F]*$';
+
+/** A name-like text field: `schema` plus the control-free pattern. */
+export const nameText = (schema: JsonSchema = {}): JsonSchema => ({ type: 'string', ...schema, pattern: CONTROL_FREE_PATTERN });
+
+/** Supported range of every date/time query parameter (inclusive), and how the guide and reference state it. */
+export const TIME_RANGE = {
+  min: '1970-01-01T00:00:00Z',
+  max: '9999-12-31T23:59:59Z',
+  minEpochSeconds: 0,
+  maxEpochSeconds: 253_402_300_799,
+} as const;
+export const TIME_RANGE_TEXT = `from ${TIME_RANGE.min} to ${TIME_RANGE.max} (epoch seconds ${TIME_RANGE.minEpochSeconds} to ${TIME_RANGE.maxEpochSeconds}); outside it is 400 \`validation_error\``;
+
 export const errorSchema: JsonSchema = {
   type: 'object',
   required: ['error', 'code', 'request_id'],

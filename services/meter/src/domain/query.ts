@@ -13,7 +13,15 @@ export const MAX_LIMIT = 1000;
 
 const EPOCH_SECONDS = /^-?\d{1,12}(\.\d{1,6})?$/;
 
-/** ISO 8601 (a missing offset means UTC) or epoch seconds; throws a 400 naming the parameter. */
+/**
+ * Supported range of every time the meter routes take (start, end, received_since), inclusive:
+ * 1970-01-01T00:00:00Z to 9999-12-31T23:59:59Z, epoch seconds 0 to 253402300799.
+ */
+export const TIME_MIN_MS = 0;
+export const TIME_MAX_MS = 253_402_300_799_000;
+const RANGE_TEXT = '1970-01-01T00:00:00Z to 9999-12-31T23:59:59Z (epoch seconds 0 to 253402300799)';
+
+/** ISO 8601 (a missing offset means UTC) or epoch seconds, inside the supported range; throws a 400 naming the parameter. */
 export function parseTime(value: unknown, name: string): Date {
   const text = typeof value === 'number' ? String(value) : value;
   if (typeof text !== 'string' || text === '') throw new ValidationError(`invalid '${name}': expected ISO 8601 or epoch seconds`);
@@ -23,7 +31,8 @@ export function parseTime(value: unknown, name: string): Date {
     const parsed = DateTime.fromISO(text, { zone: 'utc' });
     ms = parsed.isValid ? parsed.toMillis() : Number.NaN;
   }
-  if (!Number.isFinite(ms) || Math.abs(ms) > 8.64e15) throw new ValidationError(`invalid '${name}': expected ISO 8601 or epoch seconds`);
+  if (!Number.isFinite(ms)) throw new ValidationError(`invalid '${name}': expected ISO 8601 or epoch seconds`);
+  if (ms < TIME_MIN_MS || ms > TIME_MAX_MS) throw new ValidationError(`invalid '${name}': outside the supported range ${RANGE_TEXT}`);
   return new Date(ms);
 }
 
@@ -89,6 +98,8 @@ export function encodeCursor(cursor: Cursor): string {
   return Buffer.from(JSON.stringify(cursor), 'utf8').toString('base64url');
 }
 
+/** A sid as stored: 8 hex characters, or '#' and a hash for a record that carried none usable. */
+const STORED_SID = /^#?[0-9a-f]{0,40}$/;
 const badCursor = (): ValidationError => new ValidationError("invalid 'cursor'");
 const isInt = (x: unknown): x is number => Number.isSafeInteger(x);
 
@@ -107,8 +118,12 @@ export function decodeCursor(text: unknown, deviceId: string): Cursor {
   if (c.m === 's') {
     const k = c.k;
     const keyOk =
-      Array.isArray(k) && k.length === 3 && (k[0] === null || isInt(k[0])) && typeof k[1] === 'string' && k[1].length <= 40 && isInt(k[2]);
+      Array.isArray(k) && k.length === 3 && (k[0] === null || isInt(k[0])) && typeof k[1] === 'string' && STORED_SID.test(k[1]) && isInt(k[2]);
     if (!isInt(c.s) || !isInt(c.e) || typeof c.u !== 'boolean' || !keyOk || c.s >= c.e) throw badCursor();
+    // The window was one this service resolved (a default start may lie a day before the range), and the key lies inside it.
+    if (c.s < TIME_MIN_MS - DEFAULT_WINDOW_MS || c.e > TIME_MAX_MS) throw badCursor();
+    const keyStart = (k as StartKey)[0];
+    if (keyStart !== null && (keyStart < c.s || keyStart >= c.e)) throw badCursor();
     return { m: 's', d: deviceId, s: c.s, e: c.e, u: c.u, k: k as StartKey };
   }
   if (c.m === 'r') {

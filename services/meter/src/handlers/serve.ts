@@ -1,4 +1,4 @@
-import { ApiError, ServiceUnavailableError, type Bus, type RequestHandler } from '@fleet/service-kit';
+import type { Bus, RequestHandler } from '@fleet/service-kit';
 import type { MeterDb } from '../store/prisma';
 import { getEnergy, getSummary, listIntervals } from './reads';
 import { getReset, getSample, requestReset, requestSample, sendReport, type RequestDeps } from './requests';
@@ -28,35 +28,7 @@ export function meterHandlers(db: MeterDb, deps: RequestDeps): Record<(typeof ME
   };
 }
 
-/** Driver adapter error kinds that mean the database cannot be used right now. */
-const OUTAGE_KINDS = ['DatabaseNotReachable', 'DatabaseDoesNotExist', 'ConnectionClosed', 'SocketTimeout', 'TooManyConnections', 'TransactionStartTimeout'];
-
-/** Postgres out of reach (refused, dropped, timed out, pool exhausted): the partner gets 503, not 500. */
-export function isStoreOutage(err: unknown): boolean {
-  const e = err as { code?: unknown; name?: unknown; message?: unknown; cause?: unknown } | undefined;
-  if (!e || typeof e !== 'object') return false;
-  const code = typeof e.code === 'string' ? e.code : '';
-  if (['P1001', 'P1002', 'P1008', 'P1017', 'P2024', 'ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', '57P01', '57P03', '53300'].includes(code)) return true;
-  if (e.name === 'PrismaClientInitializationError') return true;
-  const kind = (e as { meta?: { driverAdapterError?: { cause?: { kind?: unknown } } } }).meta?.driverAdapterError?.cause?.kind;
-  if (typeof kind === 'string' && OUTAGE_KINDS.includes(kind)) return true;
-  if (typeof e.message === 'string' && /ECONNREFUSED|ECONNRESET|Connection terminated|connection timeout|too many clients|Can't reach database server/i.test(e.message)) return true;
-  return e.cause !== undefined && e.cause !== err && isStoreOutage(e.cause);
-}
-
-function guarded(handler: RequestHandler): RequestHandler {
-  return async (req, ctx) => {
-    try {
-      return await handler(req, ctx);
-    } catch (err) {
-      if (err instanceof ApiError || !isStoreOutage(err)) throw err;
-      ctx.logger.warn({ err }, 'meter store unavailable');
-      throw new ServiceUnavailableError();
-    }
-  };
-}
-
-/** Serves the meter's subjects (under a prefix in tests). */
+/** Serves the meter's subjects (under a prefix in tests). The bus answers a database out of reach as 503. */
 export function serveMeter(bus: Bus, db: MeterDb, deps: RequestDeps, prefix = ''): void {
-  for (const [subject, handler] of Object.entries(meterHandlers(db, deps))) bus.serve(`${prefix}${subject}`, guarded(handler));
+  for (const [subject, handler] of Object.entries(meterHandlers(db, deps))) bus.serve(`${prefix}${subject}`, handler);
 }
