@@ -5,3 +5,14 @@ export { createPrismaClient } from './prisma';
 export type { PrismaClientOptions } from './prisma';
 export { databaseUrlFor, databaseNameOf } from './url';
 export { withMigratedDatabase, runStaffCli } from './staff';
+export {
+  COMMIT_DEADLINE_SQLSTATE,
+  COMMIT_GUARD_SCHEMA,
+  CommitDeadlineError,
+  commitBy,
+  ensureCommitGuard,
+  installCommitGuard,
+  isCommitDeadlineFailure,
+  transactionBy,
+} from './commit-guard';
+export type { CommitWindow, RawExecutor, TransactionalClient, TransactionOptions } from './commit-guard';

@@ -7,6 +7,7 @@ import { createHash, randomUUID } from 'node:crypto';
 import { promises as fs } from 'node:fs';
 import path from 'node:path';
 import { Client, DatabaseError } from 'pg';
+import { installCommitGuard } from './commit-guard';
 import { pgConnectionString, schemaOf } from './url';
 
 export interface MigrateLogger {
@@ -154,7 +155,9 @@ async function applyOne(client: Client, table: string, schema: string, migration
 /**
  * Applies the pending migrations of `migrationsDir` to the database, each in its own transaction
  * together with its `_prisma_migrations` row. Concurrent runners wait on Prisma's advisory lock.
- * The `?schema=` URL parameter selects the schema, as with Prisma (default `public`).
+ * The `?schema=` URL parameter selects the schema, as with Prisma (default `public`). Also
+ * installs the commit guard (commit-guard.ts, schema `fleet_kit`) if it is missing, so every
+ * service has it from its start.
  */
 export async function migrate(databaseUrl: string, migrationsDir: string, opts: MigrateOptions = {}): Promise<MigrateResult> {
   const files = await readMigrations(migrationsDir);
@@ -179,6 +182,7 @@ export async function migrate(databaseUrl: string, migrationsDir: string, opts: 
         opts.logger?.info({ migration: migration.name, ms: Date.now() - started }, 'migration applied');
       }
       opts.logger?.info({ applied: applied.length, total: files.length, schema }, 'database migrations up to date');
+      await installCommitGuard(client);
       return { applied };
     } finally {
       await client.query('SELECT pg_advisory_unlock($1)', [PRISMA_MIGRATE_LOCK_KEY]).catch(() => undefined);

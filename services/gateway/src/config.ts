@@ -18,6 +18,21 @@ const schema = baseConfigSchema.extend({
   CONFIG_MUTATIONS_PER_MIN: z.coerce.number().int().positive().default(30),
   DESTRUCTIVE_PER_HOUR: z.coerce.number().int().positive().default(20),
   DEVICE_COMMAND_CEILING_PER_MIN: z.coerce.number().int().positive().default(120),
+  /**
+   * How long after a request's deadline (now + BUS_REQUEST_TIMEOUT_MS at dispatch) the gateway
+   * still waits for the owning service's answer on routes that change something. Services commit
+   * nothing after the deadline, so the grace only has to cover the time from a COMMIT just before
+   * it to the reply, plus clock skew between hosts; with no answer by then the partner gets 503.
+   */
+  BUS_OUTCOME_GRACE_MS: z.coerce.number().int().min(0).default(1500),
+  /**
+   * How long after the deadline the gateway keeps waiting once the owning service said it is
+   * committing (the envelope's commit_notice): a service that stalls between its COMMIT and its
+   * reply (paused, swapped out, a long GC) still gets its outcome, 201 rather than a false 503.
+   * Only a service that dies in that moment, or stalls longer, leaves the partner a 503 whose work
+   * may have been stored.
+   */
+  BUS_COMMIT_WAIT_MS: z.coerce.number().int().min(0).default(15000),
 });
 
 export type GatewayConfig = z.infer<typeof schema>;

@@ -14,7 +14,7 @@ import { ScopeResolver } from './scope/scope-resolver';
 export interface GatewayParts {
   config: Pick<
     GatewayConfig,
-    'REDIS_KEY_PREFIX' | 'GATEWAY_REQUIRE_TLS' | 'TRUSTED_PROXIES' | 'PUBLIC_BASE_URL' | 'CONFIG_MUTATIONS_PER_MIN' | 'DESTRUCTIVE_PER_HOUR' | 'DEVICE_COMMAND_CEILING_PER_MIN'
+    'REDIS_KEY_PREFIX' | 'GATEWAY_REQUIRE_TLS' | 'TRUSTED_PROXIES' | 'PUBLIC_BASE_URL' | 'CONFIG_MUTATIONS_PER_MIN' | 'DESTRUCTIVE_PER_HOUR' | 'DEVICE_COMMAND_CEILING_PER_MIN' | 'BUS_OUTCOME_GRACE_MS' | 'BUS_COMMIT_WAIT_MS'
   >;
   routes: RouteDef[];
   authenticator: Authenticator;
@@ -44,6 +44,8 @@ export function createGatewayApp(parts: GatewayParts) {
       scope: new ScopeResolver(bus, parts.scopeSubject),
       bus,
       logger: logger.child({ component: 'http' }),
+      outcomeGraceMs: config.BUS_OUTCOME_GRACE_MS,
+      commitWaitMs: config.BUS_COMMIT_WAIT_MS,
     },
     {
       requireTls: config.GATEWAY_REQUIRE_TLS,

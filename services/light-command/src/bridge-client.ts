@@ -8,7 +8,8 @@ export interface Published {
 }
 
 export interface CommandPublisher {
-  publish(requestId: string, topic: string, payload: string): Promise<Published>;
+  /** `deadline`: the deadline of the request the command is sent for (epoch milliseconds); the bridge gets no more time than that. */
+  publish(requestId: string, topic: string, payload: string, deadline?: number): Promise<Published>;
 }
 
 export const publishFailed = (): ServiceUnavailableError =>
@@ -25,13 +26,13 @@ export class BridgePublisher implements CommandPublisher {
     private readonly logger: Logger,
   ) {}
 
-  async publish(requestId: string, topic: string, payload: string): Promise<Published> {
+  async publish(requestId: string, topic: string, payload: string, deadline?: number): Promise<Published> {
     let reply;
     try {
       reply = await this.bus.request(
         'bridge.message.publish',
         { request_id: requestId, params: {}, query: {}, body: { topic, payload, qos: 1, retain: false } },
-        { timeoutMs: this.timeoutMs },
+        { timeoutMs: this.timeoutMs, deadline },
       );
     } catch (err) {
       if (err instanceof ApiError) throw publishFailed();

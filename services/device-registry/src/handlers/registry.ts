@@ -7,12 +7,16 @@ import {
   type RegistrySettingsSealBody,
   type RequestEnvelope,
 } from '@fleet/contracts';
+import { transactionBy } from '@fleet/db';
 import {
+  ApiError,
   ConflictError,
   NotFoundError,
   ServiceUnavailableError,
   ValidationError,
+  isDeadlineExceeded,
   type Bus,
+  type HandlerContext,
   type HandlerResult,
   type Logger,
 } from '@fleet/service-kit';
@@ -80,7 +84,7 @@ export const REGISTRY_SUBJECTS = [
 ] as const;
 export type RegistrySubject = (typeof REGISTRY_SUBJECTS)[number];
 
-type Handler = (req: RequestEnvelope) => Promise<HandlerResult>;
+type Handler = (req: RequestEnvelope, ctx: HandlerContext) => Promise<HandlerResult>;
 
 const bodyOf = (req: RequestEnvelope): Record<string, unknown> => (req.body ?? {}) as Record<string, unknown>;
 const queryOf = (req: RequestEnvelope): Record<string, unknown> => req.query as Record<string, unknown>;
@@ -116,6 +120,36 @@ export function registryHandlers(deps: RegistryDeps): Record<RegistrySubject, Ha
     return device;
   }
 
+  /**
+   * Takes back the broker credential of a provisioning that did not commit. Under the device id's
+   * lock, and only while no record holds the id: a provisioning of the same id that committed
+   * meanwhile (a retry) owns the credential now. A cleanup, not the request's work: it runs on the
+   * bridge client's own timeout, after the request's deadline too.
+   */
+  async function withdrawCredential(requestId: string, deviceId: string, log: Logger): Promise<void> {
+    try {
+      await db.$transaction(
+        async (tx) => {
+          await lockDeviceId(tx, deviceId);
+          if (await tx.device.findUnique({ where: { deviceId }, select: { deviceId: true } })) {
+            log.warn({ device_id: deviceId }, 'a record holds the id now; its broker credential is kept');
+            return;
+          }
+          await broker.remove(requestId, deviceId);
+        },
+        { timeout: 15_000, maxWait: 5_000 },
+      );
+    } catch (err) {
+      if (err instanceof ApiError) {
+        log.error({ err, device_id: deviceId }, 'could not remove the broker credential');
+        return;
+      }
+      // The database is out of reach, so nothing can commit for this id either: remove anyway.
+      log.error({ err, device_id: deviceId }, 'device lock unavailable; removing the broker credential without it');
+      await broker.remove(requestId, deviceId).catch((e: unknown) => log.error({ err: e, device_id: deviceId }, 'could not remove the broker credential'));
+    }
+  }
+
   return {
     'registry.scope.resolve': async (req) => {
       const id = req.params.device_id;
@@ -134,7 +168,7 @@ export function registryHandlers(deps: RegistryDeps): Record<RegistrySubject, Ha
 
     'registry.device.get': async (req) => ({ body: deviceView(await inScope(req), req.principal) }),
 
-    'registry.device.provision': async (req) => {
+    'registry.device.provision': async (req, ctx) => {
       const principal = req.principal as Principal | undefined;
       const request = parseProvisionBody(req.params.device_id ?? '', req.body as Record<string, unknown> | undefined);
       const scope = scopeOf(principal);
@@ -151,17 +185,22 @@ export function registryHandlers(deps: RegistryDeps): Record<RegistrySubject, Ha
       const settingsKeyCiphertext =
         rootSecret !== undefined ? encryptSettingsKey(kek, request.deviceId, deriveSettingsKey(rootSecret, request.deviceId, request.product)) : null;
 
-      let brokerChanged = false;
+      // A saga: the broker credential first, then the record, committed only until the request's
+      // deadline (after it the gateway may have answered 503). When the commit does not happen,
+      // the credential is taken back, so a 503 leaves nothing behind.
+      let brokerTouched = false;
       try {
-        await db.$transaction(
+        await transactionBy(
+          db,
+          ctx,
           async (tx) => {
             await lockDeviceId(tx, request.deviceId);
             if (await tx.device.findUnique({ where: { deviceId: request.deviceId }, select: { deviceId: true } })) {
               throw new ConflictError(`Device id ${request.deviceId} is already in use.`, 'conflict');
             }
-            // The broker credential and ACL first: the record is committed only once the broker has them.
-            await broker.upsert(req.request_id, { device_id: request.deviceId, product: request.product, password: brokerPassword });
-            brokerChanged = true;
+            // From here the broker may hold the credential even when the call fails or times out.
+            brokerTouched = true;
+            await broker.upsert(req.request_id, { device_id: request.deviceId, product: request.product, password: brokerPassword }, ctx.deadline);
             await insertDevice(tx, {
               deviceId: request.deviceId,
               product: request.product,
@@ -174,13 +213,12 @@ export function registryHandlers(deps: RegistryDeps): Record<RegistrySubject, Ha
           { timeout: 15_000, maxWait: 5_000 },
         );
       } catch (err) {
-        if (brokerChanged) {
-          // The commit failed after the broker took the credential: take it back so nothing persists.
-          deps.logger.error({ err, device_id: request.deviceId }, 'provisioning commit failed; removing the broker credential');
-          await broker.remove(req.request_id, request.deviceId).catch((e: unknown) => deps.logger.error({ err: e }, 'could not remove the broker credential'));
-          throw new ServiceUnavailableError('Provisioning could not be completed; nothing was stored. Retry shortly.');
-        }
-        throw err;
+        if (!brokerTouched) throw err;
+        if (isDeadlineExceeded(err)) ctx.logger.warn({ device_id: request.deviceId }, 'provisioning missed its deadline; removing the broker credential');
+        else ctx.logger.error({ err, device_id: request.deviceId }, 'provisioning failed after the broker call; removing the broker credential');
+        await withdrawCredential(req.request_id, request.deviceId, ctx.logger);
+        if (err instanceof ApiError && err.code === 'broker_unavailable') throw err;
+        throw new ServiceUnavailableError('Provisioning could not be completed; nothing was stored. Retry shortly.');
       }
       deviceChanged(request.deviceId, 'provisioned');
 
@@ -191,15 +229,20 @@ export function registryHandlers(deps: RegistryDeps): Record<RegistrySubject, Ha
       return { status: 201, headers: { Location: `/v1/devices/${request.deviceId}` }, body };
     },
 
-    'registry.device.remove': async (req) => {
+    'registry.device.remove': async (req, ctx) => {
       const device = await inScope(req);
       const confirm = bodyOf(req).confirm ?? queryOf(req).confirm;
       if (confirm !== device.deviceId) {
         throw new ConflictError('Removal needs `confirm` equal to the device id.', 'confirmation_required');
       }
       // Cut the broker credential first (it disconnects the device); if that fails the record stays.
-      await broker.remove(req.request_id, device.deviceId);
-      await deleteDevice(db, device.deviceId);
+      await broker.remove(req.request_id, device.deviceId, ctx.deadline);
+      try {
+        await transactionBy(db, ctx, (tx) => deleteDevice(tx, device.deviceId));
+      } catch (err) {
+        if (!isDeadlineExceeded(err)) throw err;
+        throw new ServiceUnavailableError('The removal ran out of time; the device record is kept and its broker credential is cut. Retry the removal.');
+      }
       deviceChanged(device.deviceId, 'removed');
       return { status: 204 };
     },
@@ -219,18 +262,18 @@ export function registryHandlers(deps: RegistryDeps): Record<RegistrySubject, Ha
       };
     },
 
-    'registry.device.rename': async (req) => {
+    'registry.device.rename': async (req, ctx) => {
       const device = await inScope(req);
       const name = bodyOf(req).name;
       if (typeof name !== 'string' || nameLength(name) < 1 || nameLength(name) > NAME_MAX) {
         throw new ValidationError(`invalid 'name': must be a string of 1 to ${NAME_MAX} characters`);
       }
-      if (!(await renameDevice(db, device.deviceId, name))) throw new NotFoundError('Device not found.');
+      if (!(await transactionBy(db, ctx, (tx) => renameDevice(tx, device.deviceId, name)))) throw new NotFoundError('Device not found.');
       deviceChanged(device.deviceId, 'updated');
       return { status: 204 };
     },
 
-    'registry.device.move': async (req) => {
+    'registry.device.move': async (req, ctx) => {
       const device = await inScope(req);
       const body = bodyOf(req);
       if (!('org_node_id' in body)) throw new ValidationError("missing required field 'org_node_id'");
@@ -239,17 +282,17 @@ export function registryHandlers(deps: RegistryDeps): Record<RegistrySubject, Ha
         throw new ValidationError("invalid 'org_node_id': must be an integer or null");
       }
       const nodeId = resolveMoveTarget(await allOrgNodes(db), scopeOf(req.principal), target);
-      if (!(await moveDevice(db, device.deviceId, nodeId))) throw new NotFoundError('Device not found.');
+      if (!(await transactionBy(db, ctx, (tx) => moveDevice(tx, device.deviceId, nodeId)))) throw new NotFoundError('Device not found.');
       deviceChanged(device.deviceId, 'moved');
       return { status: 204 };
     },
 
-    'registry.device.automation': async (req) => {
+    'registry.device.automation': async (req, ctx) => {
       const device = await inScope(req);
       if (device.product !== 'light') throw new NotFoundError('Device not found.');
       const enabled = bodyOf(req).enabled;
       if (typeof enabled !== 'boolean') throw new ValidationError("invalid 'enabled': must be a boolean");
-      if (!(await setAutomation(db, device.deviceId, enabled))) throw new NotFoundError('Device not found.');
+      if (!(await transactionBy(db, ctx, (tx) => setAutomation(tx, device.deviceId, enabled)))) throw new NotFoundError('Device not found.');
       deviceChanged(device.deviceId, 'updated');
       return { body: { device_id: device.deviceId, automation_enabled: enabled } };
     },
@@ -283,5 +326,5 @@ export function registryHandlers(deps: RegistryDeps): Record<RegistrySubject, Ha
 /** Serves every registry subject on the bus. */
 export function serveRegistry(bus: Bus, deps: RegistryDeps): void {
   const handlers = registryHandlers(deps);
-  for (const subject of REGISTRY_SUBJECTS) bus.serve(subject, (req) => handlers[subject](req));
+  for (const subject of REGISTRY_SUBJECTS) bus.serve(subject, handlers[subject]);
 }

@@ -1,6 +1,6 @@
 import type { Principal, RequestEnvelope } from '@fleet/contracts';
 import { encodePayload, isChannel, stateLabel, type LightChannel } from '@fleet/light-wire';
-import { ForbiddenError, NotFoundError, ValidationError, type Bus, type HandlerResult, type Logger } from '@fleet/service-kit';
+import { ForbiddenError, NotFoundError, ValidationError, type Bus, type HandlerContext, type HandlerResult, type Logger } from '@fleet/service-kit';
 import type { CommandPublisher } from '../bridge-client';
 import { buildCommand, CATALOG, CommandInputError, describeCommand, findCommand } from '../domain/catalog';
 import { checkRawCommand } from '../domain/raw';
@@ -44,7 +44,9 @@ function invalid(err: unknown): never {
   throw err;
 }
 
-export function lightHandlers(deps: LightDeps): Record<LightSubject, (req: RequestEnvelope) => Promise<HandlerResult>> {
+type Handler = (req: RequestEnvelope, ctx: HandlerContext) => Promise<HandlerResult>;
+
+export function lightHandlers(deps: LightDeps): Record<LightSubject, Handler> {
   const topicOf = (deviceId: string, channel: LightChannel) => `${deps.topicRoot}/${deviceId}/cmd/${channel}`;
 
   return {
@@ -55,7 +57,7 @@ export function lightHandlers(deps: LightDeps): Record<LightSubject, (req: Reque
       return { status: 200, body: { commands } };
     },
 
-    async 'light.command.raw'(req) {
+    async 'light.command.raw'(req, ctx) {
       const principal = principalOf(req);
       const deviceId = lightOf(req);
       const body = (req.body ?? {}) as { channel?: unknown; payload?: unknown };
@@ -68,11 +70,11 @@ export function lightHandlers(deps: LightDeps): Record<LightSubject, (req: Reque
       } catch (err) {
         invalid(err);
       }
-      await deps.publisher.publish(req.request_id, topicOf(deviceId, channel), body.payload);
+      await deps.publisher.publish(req.request_id, topicOf(deviceId, channel), body.payload, ctx.deadline);
       return { status: 202, body: { channel, payload: body.payload, command: 'raw' } };
     },
 
-    async 'light.effect.apply'(req) {
+    async 'light.effect.apply'(req, ctx) {
       const principal = principalOf(req);
       const deviceId = lightOf(req);
       const channel = req.params.channel;
@@ -92,7 +94,7 @@ export function lightHandlers(deps: LightDeps): Record<LightSubject, (req: Reque
       } catch (err) {
         invalid(err);
       }
-      await deps.publisher.publish(req.request_id, topicOf(deviceId, channel), payload);
+      await deps.publisher.publish(req.request_id, topicOf(deviceId, channel), payload, ctx.deadline);
       return {
         status: 202,
         body: { channel, command: def.name, ...(has(principal, 'raw_commands') ? { payload } : {}) },
@@ -119,5 +121,5 @@ export function lightHandlers(deps: LightDeps): Record<LightSubject, (req: Reque
 
 export function serveLight(bus: Bus, deps: LightDeps): void {
   const handlers = lightHandlers(deps);
-  for (const subject of LIGHT_SUBJECTS) bus.serve(subject, (req) => handlers[subject](req));
+  for (const subject of LIGHT_SUBJECTS) bus.serve(subject, handlers[subject]);
 }

@@ -20,14 +20,18 @@ interface Published {
   sent_at: string;
 }
 
-/** Publishes through the bridge: answered once the broker took it, else 503 publish_failed. */
+/**
+ * Publishes through the bridge: answered once the broker took it, else 503 publish_failed. The
+ * bridge gets no more time than the request has left (its deadline), so a command is never
+ * handed to the broker after the gateway stopped waiting.
+ */
 async function publish(deps: RequestDeps, req: RequestEnvelope, topic: string, payload: string): Promise<Published> {
   let reply;
   try {
     reply = await deps.bus.request(
       `${deps.subjectPrefix}bridge.message.publish`,
       { request_id: req.request_id, params: {}, query: {}, body: { topic, payload, qos: 2, retain: false } },
-      { timeoutMs: deps.requestTimeoutMs },
+      { timeoutMs: deps.requestTimeoutMs, deadline: req.deadline },
     );
   } catch {
     throw new ServiceUnavailableError('The command could not be handed to the device broker.', 'publish_failed');
@@ -52,7 +56,7 @@ async function connectivityOf(deps: RequestDeps, req: RequestEnvelope, deviceId:
   const reply = await deps.bus.request(
     `${deps.subjectPrefix}registry.device.connectivity`,
     { request_id: req.request_id, params: {}, query: {}, body: { device_id: deviceId } },
-    { timeoutMs: deps.requestTimeoutMs },
+    { timeoutMs: deps.requestTimeoutMs, deadline: req.deadline },
   );
   if (!reply.ok) throw fromEnvelopeError(reply.error);
   const b = (reply.body ?? {}) as Record<string, unknown>;
