@@ -12,7 +12,7 @@
 //   fleet when a service exits, as a test harness may want), FLEET_REPLICAS
 //   (e.g. `mqtt-bridge=2,meter=2`). These let a second fleet run beside the first.
 const path = require('node:path');
-const { startFleet, ROOT } = require('./lib/fleet');
+const { startFleet, ROOT } = require('@fleet/launcher');
 
 function replicasFromEnv(value) {
   const replicas = {};

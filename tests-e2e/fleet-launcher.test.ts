@@ -1,57 +1,14 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { connectAsync, type MqttClient } from 'mqtt';
+import { freePort, restartDelay, ROOT, startFleet, type Fleet, type FleetEvent, type ServiceView } from '@fleet/launcher';
 import { dropDatabasesWithPrefix, uniqueId, waitFor } from '@fleet/test-kit';
 
-// The launcher's API for fault tests (scripts/lib/fleet.js): replicas with their own
+// The launcher's API for fault tests (@fleet/launcher): replicas with their own
 // identity, supervised restarts with backoff, kill/waitReady, a broker restart that keeps
 // the broker's persistence, and a whole-fleet restart on the same data directory that keeps
 // JetStream streams. It runs a small fleet of its own (two mqtt-bridge replicas on a private
 // nats-server and broker), apart from the suite's shared fleet.
-
-const ROOT = path.resolve(__dirname, '..');
-
-interface FleetEvent {
-  type: string;
-  message: string;
-  name?: string;
-  replica?: number;
-  pid?: number;
-  attempt?: number;
-  delayMs?: number;
-  signal?: string | null;
-  reason?: string;
-}
-interface ServiceView {
-  name: string;
-  replica: number;
-  instance: string;
-  healthPort: number;
-  logFile: string;
-  readonly pid: number | null;
-  readonly state: string;
-  readonly restarts: number;
-}
-interface Fleet {
-  mqttUrl: string;
-  readonly mqttPid: number;
-  readonly natsPid: number | null;
-  natsUrl: string;
-  mqttAdmin: { username: string; password: string };
-  stateFile: string | null;
-  services: ServiceView[];
-  pidOf(name: string, replica?: number): number | null;
-  kill(name: string, options?: { replica?: number; signal?: NodeJS.Signals; timeoutMs?: number }): Promise<{ pid: number; code: number | null; signal: string | null }>;
-  waitReady(name: string, options?: { replica?: number; timeoutMs?: number }): Promise<{ pid: number; healthPort: number }>;
-  restartBroker(): Promise<{ pid: number; url: string }>;
-  onEvent(listener: (event: FleetEvent) => void): () => void;
-  stop(): Promise<void>;
-}
-const { startFleet, freePort, restartDelay } = require('../scripts/lib/fleet') as {
-  startFleet(options: Record<string, unknown>): Promise<Fleet>;
-  freePort(): Promise<number>;
-  restartDelay(attempt: number, backoff?: Record<string, number>): number;
-};
 
 // The NATS client the workspace uses (a dependency of the test kit, not of this project).
 interface JsManager {

@@ -2,6 +2,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 import { Redis } from 'ioredis';
+import { freePort } from '@fleet/launcher';
 import { dropDatabasesWithPrefix, testEnv, uniqueId, waitFor } from '@fleet/test-kit';
 
 // `npm start` keeps the fleet up: a service killed outright is started again on the same
@@ -11,7 +12,6 @@ import { dropDatabasesWithPrefix, testEnv, uniqueId, waitFor } from '@fleet/test
 // nats-server), so the suite's shared fleet is not touched.
 
 const ROOT = path.resolve(__dirname, '..');
-const { freePort } = require('../scripts/lib/ports') as { freePort(): Promise<number> };
 
 interface FleetState {
   pid: number;

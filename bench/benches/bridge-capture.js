@@ -16,9 +16,7 @@ const path = require('node:path');
 const { performance } = require('node:perf_hooks');
 const mqtt = require('mqtt');
 const { connect: natsConnect, JSONCodec } = require('nats');
-const { startNatsServer } = require('../../scripts/lib/nats');
-const { startDynsecBroker, loadOrCreateAdminPassword } = require('../../scripts/lib/mosquitto');
-const { freePort, ROOT } = require('../../scripts/lib/fleet');
+const { startNatsServer, startDynsecBroker, loadOrCreateAdminPassword, freePort, ROOT } = require('@fleet/launcher');
 const { memoryOf, cpuTimeMs, ownCpuTimeMs, machineBusyMs } = require('../lib/proc');
 
 const TARGET_RATIO = 0.5;
@@ -682,7 +680,7 @@ async function run(ctx) {
         bridge_cpu_profile: Boolean(profileDir),
         bridge_node_options: process.env.BENCH_BRIDGE_NODE_OPTIONS || undefined,
         bridge_starts: bridgeStarts,
-        mosquitto: 'max_inflight_messages 1000, max_queued_messages 100000 (scripts/lib/mosquitto.js)',
+        mosquitto: 'max_inflight_messages 1000, max_queued_messages 1000000 (packages/launcher/src/mosquitto.js)',
       },
       provisioning: { ...provisioning, devices: deviceCount, dynsec_file_bytes: dynsecBytes, broker_dir: brokerParent ?? os.tmpdir() },
       connect: { devices: deviceCount, seconds: round(connected.seconds, 3), per_s: round(deviceCount / connected.seconds) },

@@ -9,7 +9,7 @@ const fs = require('node:fs');
 const os = require('node:os');
 const path = require('node:path');
 const { createHistogram, performance } = require('node:perf_hooks');
-const { startFleet, freePort, ROOT } = require('../../scripts/lib/fleet');
+const { startFleet, freePort, ROOT } = require('@fleet/launcher');
 const { gatewayAdmin, dropDatabasesWithPrefix, deleteRedisKeys } = require('../lib/fleet-setup');
 
 const SERVICES = ['device-registry', 'light-command', 'mqtt-bridge', 'gateway'];

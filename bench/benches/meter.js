@@ -13,7 +13,7 @@ const path = require('node:path');
 const { performance } = require('node:perf_hooks');
 const { Client } = require('pg');
 const { connect: natsConnect, headers: natsHeaders } = require('nats');
-const { startFleet, freePort, ROOT } = require('../../scripts/lib/fleet');
+const { startFleet, freePort, ROOT } = require('@fleet/launcher');
 const { gatewayAdmin, dropDatabasesWithPrefix } = require('../lib/fleet-setup');
 
 const SERVICES = ['device-registry', 'meter', 'mqtt-bridge', 'gateway'];

@@ -8,7 +8,7 @@ const os = require('node:os');
 const path = require('node:path');
 const { Client } = require('pg');
 const { Redis } = require('ioredis');
-const { startFleet, freePort, ROOT } = require('../../scripts/lib/fleet');
+const { startFleet, freePort, ROOT } = require('@fleet/launcher');
 
 const POSTGRES_URL = process.env.POSTGRES_URL ?? 'postgresql://postgres@127.0.0.1:5432/postgres';
 const REDIS_URL = process.env.REDIS_URL ?? 'redis://127.0.0.1:6379';

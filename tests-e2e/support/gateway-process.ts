@@ -1,9 +1,8 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import path from 'node:path';
+import { freePort } from '@fleet/launcher';
 import { waitFor } from '@fleet/test-kit';
 import { e2eFleet } from './fleet-env';
-
-const { freePort } = require('../../scripts/lib/fleet') as { freePort(): Promise<number> };
 
 const ROOT = path.resolve(__dirname, '../..');
 

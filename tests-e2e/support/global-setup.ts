@@ -1,9 +1,7 @@
 import path from 'node:path';
+import { freePort, ROOT, startFleet } from '@fleet/launcher';
 import { uniqueId } from '@fleet/test-kit';
 import type { E2eFleet } from './fleet-env';
-
-// The fleet launcher is plain JS shared with `npm start`.
-const { startFleet, freePort, ROOT } = require('../../scripts/lib/fleet');
 
 /** Starts every built service once for the whole end-to-end suite, on its own databases and ports. */
 export default async function globalSetup(): Promise<void> {
@@ -28,7 +26,7 @@ export default async function globalSetup(): Promise<void> {
     natsUrl: fleet.natsUrl,
     databasePrefix,
     redisPrefix,
-    pids: Object.fromEntries(fleet.services.map((s: { name: string; pid: number }) => [s.name, s.pid])),
+    pids: Object.fromEntries(fleet.services.flatMap((s) => (s.pid === null ? [] : [[s.name, s.pid]]))),
   };
   process.env.E2E_FLEET = JSON.stringify(shared);
 }

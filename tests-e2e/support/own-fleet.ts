@@ -1,28 +1,10 @@
 import fs from 'node:fs';
 import path from 'node:path';
+import * as launcher from '@fleet/launcher';
+import type { Fleet, FleetOptions } from '@fleet/launcher';
 import { dropDatabasesWithPrefix, uniqueId } from '@fleet/test-kit';
 import { adminAt, apiAt, partnerWithKey, type Answer, type ApiOptions } from './api';
 import { deleteRedisKeysWithPrefix } from './redis-keys';
-
-// The fleet launcher is plain JS shared with `npm start`.
-const launcher = require('../../scripts/lib/fleet') as {
-  startFleet(options: Record<string, unknown>): Promise<FleetHandle>;
-  freePort(): Promise<number>;
-  ROOT: string;
-};
-
-/** What scripts/lib/fleet.js startFleet resolves to (the parts these tests use). */
-export interface FleetHandle {
-  gatewayUrl: string;
-  mqttUrl: string;
-  natsUrl: string;
-  mqttAdmin: { username: string; password: string };
-  pidOf(name: string, replica?: number): number | undefined;
-  kill(name: string, options?: { replica?: number; signal?: NodeJS.Signals }): Promise<void>;
-  waitReady(name: string, options?: { replica?: number; timeoutMs?: number }): Promise<void>;
-  restartBroker(): Promise<void>;
-  stop(): Promise<void>;
-}
 
 export interface OwnFleetOptions {
   services: string[];
@@ -37,11 +19,11 @@ export interface OwnFleetOptions {
  * on the same ports, databases, broker data and JetStream store.
  */
 export class OwnFleet {
-  handle!: FleetHandle;
+  handle!: Fleet;
   readonly databasePrefix: string;
   readonly dataDir: string;
   readonly redisPrefix: string;
-  private startOptions!: Record<string, unknown>;
+  private startOptions!: FleetOptions;
 
   private constructor(private readonly options: OwnFleetOptions) {
     const run = uniqueId('own');

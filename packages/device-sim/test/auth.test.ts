@@ -2,6 +2,7 @@ import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import { chmodSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { freePort } from '@fleet/launcher';
 import { randomDeviceId } from '@fleet/test-kit';
 import { deriveBrokerPassword, MqttProbe, SimulatedLight, SimulatedMeter } from '@fleet/device-sim';
 import { ROOT_SECRET } from './helpers';
@@ -18,8 +19,6 @@ let broker: ChildProcess;
 let url: string;
 const light = randomDeviceId();
 const meter = randomDeviceId();
-
-const { freePort } = require('../../../scripts/lib/ports') as { freePort(): Promise<number> };
 
 beforeAll(async () => {
   const port = await freePort();

@@ -1,6 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { Client } from 'pg';
 import { dropDatabase, ensureDatabase, migrate } from '@fleet/db';
+import { startNatsServer } from '@fleet/launcher';
 
 /** Where the local services are; tests take them from the environment, defaulting to this machine's. */
 export const testEnv = {
@@ -65,8 +66,6 @@ export interface PrivateNats {
  * groups and streams never meet those of a fleet running on the machine's shared server.
  */
 export function startPrivateNats(): Promise<PrivateNats> {
-  // Shared with the fleet launcher, which is plain JavaScript.
-  const { startNatsServer } = require('../../../scripts/lib/nats') as { startNatsServer(): Promise<PrivateNats> };
   return startNatsServer();
 }
 

@@ -4,12 +4,10 @@ import path from 'node:path';
 import { randomBytes } from 'node:crypto';
 import type { MqttClient } from 'mqtt';
 import type { NatsConnection } from 'nats';
+import { startDynsecBroker } from '@fleet/launcher';
 import { randomDeviceId, uniqueId, waitFor } from '@fleet/test-kit';
 import { ask, bridgeEnv, connectDevice, deleteStreams, isolation, natsClient, readStream, runBridge, type DynsecBroker, type RunningBridge } from './support';
 
-const mosquitto = require('../../../scripts/lib/mosquitto') as {
-  startDynsecBroker(options: { port?: number; dataDir: string; adminUsername?: string; adminPassword?: string }): Promise<DynsecBroker>;
-};
 
 /**
  * Nothing the broker acknowledged is lost while the share group is empty: after a broker
@@ -28,7 +26,7 @@ describe('mqtt-bridge backstop session', () => {
   let device: MqttClient | undefined;
   let sent = 0;
 
-  const startBroker = (port?: number) => mosquitto.startDynsecBroker({ port, dataDir, adminUsername: 'fleet-admin', adminPassword });
+  const startBroker = (port?: number) => startDynsecBroker({ port, dataDir, adminUsername: 'fleet-admin', adminPassword });
   const restartBroker = async () => {
     await broker.stop();
     broker = await startBroker(broker.port);

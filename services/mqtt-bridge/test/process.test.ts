@@ -2,13 +2,12 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import path from 'node:path';
 import { JSONCodec, type NatsConnection } from 'nats';
+import { freePort } from '@fleet/launcher';
 import { randomDeviceId, uniqueId, waitFor } from '@fleet/test-kit';
 import { bridgeEnv, connectDevice, deleteStreams, isolation, natsClient, readStream, startBroker, type DynsecBroker } from './support';
 
 const MAIN = path.resolve(__dirname, '../dist/main.js');
 const codec = JSONCodec<Record<string, unknown>>();
-
-const { freePort } = require('../../../scripts/lib/ports') as { freePort(): Promise<number> };
 
 describe('mqtt-bridge as a process (dist/main.js)', () => {
   const names = isolation();

@@ -5,28 +5,17 @@ import mqtt, { type IClientOptions, type MqttClient } from 'mqtt';
 import { connect, type NatsConnection } from 'nats';
 import { ServiceRuntime } from '@fleet/service-kit';
 import type { ReplyEnvelope } from '@fleet/contracts';
+import { startDynsecBroker, type DynsecBroker } from '@fleet/launcher';
 import { testEnv, uniqueId } from '@fleet/test-kit';
 import { startBridge, type Bridge } from '../src/bridge';
 import { readBridgeConfig, type BridgeConfig } from '../src/config';
 
-export interface DynsecBroker {
-  url: string;
-  port: number;
-  adminUsername: string;
-  adminPassword: string;
-  pid: number;
-  dataDir: string;
-  stop(): Promise<void>;
-}
-
-const mosquitto = require('../../../scripts/lib/mosquitto') as {
-  startDynsecBroker(options: { port?: number; dataDir: string; adminUsername?: string; adminPassword?: string }): Promise<DynsecBroker>;
-};
+export type { DynsecBroker };
 
 /** A dynamic-security broker on a free port in its own temp dir, removed by stop(). */
 export async function startBroker(): Promise<DynsecBroker> {
   const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'bridge-broker-'));
-  const broker = await mosquitto.startDynsecBroker({ dataDir, adminUsername: 'fleet-admin', adminPassword: uniqueId('pw') });
+  const broker = await startDynsecBroker({ dataDir, adminUsername: 'fleet-admin', adminPassword: uniqueId('pw') });
   return {
     ...broker,
     stop: async () => {

@@ -73,7 +73,7 @@ function ensureBridgeRole(file, adminUsername) {
 
 function writeConfig(dataDir, port) {
   const lines = [
-    '# Written by scripts/lib/mosquitto.js; rewritten on every start.',
+    '# Written by the fleet launcher (packages/launcher/src/mosquitto.js); rewritten on every start.',
     'per_listener_settings false',
     'allow_anonymous false',
     `listener ${port} 127.0.0.1`,

@@ -1,5 +1,5 @@
 // Starts the fleet's services as child processes against the local NATS, Postgres and Redis,
-// plus a Mosquitto broker with the dynamic-security plugin of its own (scripts/lib/mosquitto.js),
+// plus a Mosquitto broker with the dynamic-security plugin of its own (mosquitto.js),
 // waits until every one reports ready, optionally supervises them (a service that exits is
 // started again with exponential backoff, on the same ports and environment, while the rest
 // of the fleet keeps running), and stops them all together. Used by `npm start`, the
@@ -10,11 +10,7 @@ const path = require('node:path');
 const { freePort } = require('./ports');
 const { startNatsServer } = require('./nats');
 const { startDynsecBroker, loadOrCreateAdminPassword } = require('./mosquitto');
-
-const ROOT = path.resolve(__dirname, '../..');
-
-/** Every service of the fleet, in start order. Only those that are built are started. */
-const SERVICES = ['device-registry', 'light-command', 'config-alerting', 'meter', 'system-files', 'mqtt-bridge', 'gateway'];
+const { ROOT, SERVICES, SERVICE_LIST, builtServices } = require('./services');
 
 /** Restart delays: 0.5 s doubling to 30 s; a process that stayed up a minute starts over at 0.5 s. */
 const DEFAULT_BACKOFF = { initialMs: 500, factor: 2, maxMs: 30_000, resetAfterMs: 60_000 };
@@ -22,8 +18,8 @@ const DEFAULT_BACKOFF = { initialMs: 500, factor: 2, maxMs: 30_000, resetAfterMs
 /** Signals that do not end a process: kill() does not wait for an exit after them. */
 const NON_FATAL_SIGNALS = new Set([0, 'SIGSTOP', 'SIGCONT', 'SIGTSTP', 'SIGTTIN', 'SIGTTOU', 'SIGWINCH', 'SIGURG', 'SIGCHLD']);
 
-function builtServices() {
-  return SERVICES.filter((name) => fs.existsSync(path.join(ROOT, 'services', name, 'dist', 'main.js')));
+function ownsDatabase(name) {
+  return SERVICE_LIST.find((s) => s.name === name)?.database ?? true;
 }
 
 function databaseUrl(base, name) {
@@ -455,7 +451,9 @@ async function startFleet(options = {}) {
             ...env,
             HEALTH_PORT: String(healthPort),
             SERVICE_INSTANCE: instance,
-            DATABASE_URL: env[`${name.toUpperCase().replace(/-/g, '_')}_DATABASE_URL`] ?? databaseUrl(pgBase, `${prefix}${name.replace(/-/g, '_')}`),
+            ...(ownsDatabase(name)
+              ? { DATABASE_URL: env[`${name.toUpperCase().replace(/-/g, '_')}_DATABASE_URL`] ?? databaseUrl(pgBase, `${prefix}${name.replace(/-/g, '_')}`) }
+              : {}),
             ...(name === 'gateway' ? { GATEWAY_PORT: String(gatewayPort) } : {}),
           },
           child: null,
