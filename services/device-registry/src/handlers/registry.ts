@@ -6,6 +6,7 @@ import {
   type RegistryDeviceConnectivityReply,
   type RegistrySettingsSealBody,
   type RequestEnvelope,
+  type RequestSubject,
 } from '@fleet/contracts';
 import { transactionBy } from '@fleet/db';
 import {
@@ -81,7 +82,7 @@ export const REGISTRY_SUBJECTS = [
   'registry.org.tree',
   'registry.device.connectivity',
   'registry.settings.seal',
-] as const;
+] as const satisfies readonly RequestSubject[];
 export type RegistrySubject = (typeof REGISTRY_SUBJECTS)[number];
 
 type Handler = (req: RequestEnvelope, ctx: HandlerContext) => Promise<HandlerResult>;

@@ -1,4 +1,4 @@
-import type { Principal, RequestEnvelope } from '@fleet/contracts';
+import type { Principal, RequestEnvelope, RequestSubject } from '@fleet/contracts';
 import { encodePayload, isChannel, stateLabel, type LightChannel } from '@fleet/light-wire';
 import { ForbiddenError, NotFoundError, ValidationError, type Bus, type HandlerContext, type HandlerResult, type Logger } from '@fleet/service-kit';
 import type { CommandPublisher } from '../bridge-client';
@@ -16,7 +16,7 @@ export interface LightDeps {
 }
 
 /** Every request subject light-command serves (queue group light-command). */
-export const LIGHT_SUBJECTS = ['light.command.catalog', 'light.command.raw', 'light.effect.apply', 'light.state.get'] as const;
+export const LIGHT_SUBJECTS = ['light.command.catalog', 'light.command.raw', 'light.effect.apply', 'light.state.get'] as const satisfies readonly RequestSubject[];
 export type LightSubject = (typeof LIGHT_SUBJECTS)[number];
 
 const has = (principal: Principal, permission: Principal['permissions'][number]): boolean => principal.permissions.includes(permission);

@@ -1,3 +1,4 @@
+import type { RequestSubject } from '@fleet/contracts';
 import type { Bus, RequestHandler } from '@fleet/service-kit';
 import type { MeterDb } from '../store/prisma';
 import { getEnergy, getSummary, listIntervals } from './reads';
@@ -13,7 +14,7 @@ export const METER_SUBJECTS = [
   'meter.sample.get',
   'meter.reset.create',
   'meter.reset.get',
-] as const;
+] as const satisfies readonly RequestSubject[];
 
 export function meterHandlers(db: MeterDb, deps: RequestDeps): Record<(typeof METER_SUBJECTS)[number], RequestHandler> {
   return {
