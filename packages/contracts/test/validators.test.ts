@@ -43,7 +43,7 @@ describe('contracts', () => {
 
   it('checks events against the schema their subject names', () => {
     const event = { device_id: '0123456789AB', change: 'removed', at: new Date().toISOString() };
-    expect(checkEvent('evt.registry.device.changed', event)).toEqual(event);
-    expect(() => checkEvent('evt.registry.device.changed', { ...event, at: 'yesterday' })).toThrow(/format/);
+    expect(checkEvent('evt.registry.device.changed.v1', event)).toEqual(event);
+    expect(() => checkEvent('evt.registry.device.changed.v1', { ...event, at: 'yesterday' })).toThrow(/format/);
   });
 });

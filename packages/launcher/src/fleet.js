@@ -104,7 +104,8 @@ function describeExit(code, signal) {
  *   nats-start { pid, url }, stopping, stopped.
  *
  * Resolves to { gatewayUrl, mqttUrl, mqttPid, mqttAdmin, natsUrl, natsPid, dataDir, stateFile,
- *   services, pidOf, kill, waitReady, restartBroker, onEvent, stop }; see the handle below.
+ *   services, pidOf, kill, waitReady, stopService, startService, restartBroker, onEvent, stop };
+ *   see the handle below.
  */
 async function startFleet(options = {}) {
   const env = { ...process.env, ...(options.env ?? {}) };
@@ -568,6 +569,25 @@ async function startFleet(options = {}) {
         if (Date.now() > deadline) throw new Error(`${label(entry)} not ready within ${timeoutMs} ms (state ${entry.state})`);
         await sleep(100);
       }
+    },
+    /**
+     * Stops a replica as an operator would (SIGTERM, SIGKILL after stopGraceMs) and keeps it
+     * stopped: supervision does not restart it until startService. Resolves once it exited.
+     */
+    stopService: async (name, { replica = 0 } = {}) => {
+      const entry = find(name, replica);
+      await stopEntry(entry);
+      entry.state = 'stopped';
+      writeState();
+    },
+    /** Starts a replica that stopService stopped, with its environment; resolves to { pid, healthPort } once ready. */
+    startService: async (name, { replica = 0, timeoutMs = 60_000 } = {}) => {
+      if (stopping) throw new Error('the fleet is stopping');
+      const entry = find(name, replica);
+      if (entry.child && running(entry, entry.child)) throw new Error(`${label(entry)} is running`);
+      const child = spawnEntry(entry);
+      if (!(await pollReady(entry, child, Date.now() + timeoutMs))) throw new Error(`${label(entry)} did not become ready; see ${entry.logFile}`);
+      return { pid: child.pid, healthPort: entry.healthPort };
     },
     /**
      * Stops the fleet's Mosquitto gracefully (SIGTERM: it writes its persistence file) and

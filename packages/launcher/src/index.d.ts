@@ -145,6 +145,10 @@ export interface Fleet {
   pidOf(name: string, replica?: number): number | null;
   kill(name: string, options?: { replica?: number; signal?: NodeJS.Signals; timeoutMs?: number }): Promise<{ pid: number; code: number | null; signal: string | null }>;
   waitReady(name: string, options?: { replica?: number; timeoutMs?: number }): Promise<{ pid: number; healthPort: number }>;
+  /** Stops a replica and keeps it stopped (no supervised restart) until startService. */
+  stopService(name: string, options?: { replica?: number }): Promise<void>;
+  /** Starts a replica that stopService stopped; resolves once it is ready. */
+  startService(name: string, options?: { replica?: number; timeoutMs?: number }): Promise<{ pid: number; healthPort: number }>;
   restartBroker(): Promise<{ pid: number; url: string }>;
   onEvent(listener: (event: FleetEvent) => void): () => void;
   stop(): Promise<void>;

@@ -5,3 +5,5 @@ export * from './bus';
 export * from './health';
 export * from './runtime';
 export * from './pull-consumer';
+export * from './streams';
+export * from './durable-events';

@@ -100,15 +100,15 @@ describe('Bus', () => {
   it('delivers validated events to every subscriber and drops malformed ones', async () => {
     const other = await connect({ servers: NATS_URL });
     const received: unknown[] = [];
-    server.subscribe('evt.registry.device.changed', (e) => received.push(e));
+    server.subscribe('evt.registry.device.changed.v1', (e) => received.push(e));
     await server.connection.flush();
     const event = { device_id: '0123456789AB', change: 'moved', at: new Date().toISOString() };
-    other.publish('evt.registry.device.changed', JSONCodec().encode({ device_id: 'bad' }));
-    client.publish('evt.registry.device.changed', event);
+    other.publish('evt.registry.device.changed.v1', JSONCodec().encode({ device_id: 'bad' }));
+    client.publish('evt.registry.device.changed.v1', event);
     await client.connection.flush();
     await new Promise((r) => setTimeout(r, 100));
     expect(received).toEqual([event]);
-    expect(() => client.publish('evt.registry.device.changed', { device_id: 'x' })).toThrow();
+    expect(() => client.publish('evt.registry.device.changed.v1', { device_id: 'x' })).toThrow();
     await other.close();
   });
 });

@@ -3,6 +3,7 @@ import { ServiceRuntime } from '@fleet/service-kit';
 import { BridgeClient } from './bridge-client';
 import { readRegistryConfig, settingsKek } from './config';
 import { connectivityConsumer } from './handlers/connectivity-consumer';
+import { ensureRegistryEvents } from './handlers/announcer';
 import { serveRegistry } from './handlers/registry';
 import { telemetryConsumer } from './handlers/telemetry-consumer';
 import { PeriodicJob } from './jobs/periodic';
@@ -22,6 +23,7 @@ async function main(): Promise<void> {
   const db = openRegistryDb(config.DATABASE_URL);
   runtime.onClose(() => db.$disconnect());
 
+  await ensureRegistryEvents(bus.connection, logger);
   serveRegistry(bus, { db, bus, kek, broker: new BridgeClient(bus, config.BRIDGE_REQUEST_TIMEOUT_MS), logger: logger.child({ component: 'handlers' }) });
 
   const connectivity = connectivityConsumer(

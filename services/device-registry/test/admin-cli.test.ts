@@ -48,10 +48,10 @@ describe('admin org commands', () => {
     expect(nodes.map((n) => n.name).slice(0, 3)).toEqual(['Staging / Inventory', 'Acme Corp', 'Berlin']);
   });
 
-  it('announces a new node to running services (evt.registry.org.changed)', async () => {
+  it('announces a new node to running services (evt.registry.org.changed.v1)', async () => {
     const nc = await connect({ servers: testEnv.natsUrl });
     const seen: { org_node_id: number; change: string }[] = [];
-    nc.subscribe('evt.registry.org.changed', { callback: (_e, m) => seen.push(JSONCodec<{ org_node_id: number; change: string }>().decode(m.data)) });
+    nc.subscribe('evt.registry.org.changed.v1', { callback: (_e, m) => seen.push(JSONCodec<{ org_node_id: number; change: string }>().decode(m.data)) });
     await nc.flush();
     try {
       const r = admin('org', 'create', '--name', 'Announced');

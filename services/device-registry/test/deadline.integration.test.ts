@@ -42,12 +42,14 @@ class SlowBroker implements BrokerCredentials {
 let testDb: TestDb;
 let broker: SlowBroker;
 let handlers: ReturnType<typeof registryHandlers>;
-const noBus = { publish: () => undefined } as unknown as Bus;
+const noBus = {} as unknown as Bus;
+/** Device changes are announced elsewhere; these tests look at what is stored. */
+const announcer = { changed: () => undefined };
 
 beforeAll(async () => {
   testDb = await createTestDb();
   broker = new SlowBroker();
-  handlers = registryHandlers({ db: testDb.db, bus: noBus, broker, kek: randomBytes(32), logger });
+  handlers = registryHandlers({ db: testDb.db, bus: noBus, broker, kek: randomBytes(32), logger, announcer });
 });
 
 afterAll(async () => {

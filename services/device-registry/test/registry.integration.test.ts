@@ -31,7 +31,7 @@ beforeAll(async () => {
   bus = await connectBus(nats.url);
   bridge = new BridgeStandIn(bus.connection);
   serveRegistry(bus, { db: testDb.db, bus, kek, broker: new BridgeClient(bus, 1000), logger });
-  bus.connection.subscribe('evt.registry.device.changed', {
+  bus.connection.subscribe('evt.registry.device.changed.v1', {
     callback: (_e, m) => events.push(JSONCodec<{ device_id: string; change: string }>().decode(m.data)),
   });
   const db = testDb.db;

@@ -11,6 +11,8 @@ const schema = baseConfigSchema.extend({
   STATE_STREAM: z.string().default('DEVICE_IN'),
   STATE_FILTER: z.string().default('dev.in.light.*.state.>'),
   STATE_CONSUMER: z.string().default('light-command-state'),
+  /** The durable consumer of the registry's device events (REGISTRY_EVENTS): removals missed while down are applied on start. */
+  DEVICE_EVENTS_CONSUMER: z.string().default('light-command-device-events'),
 });
 
 export type LightCommandConfig = z.infer<typeof schema>;

@@ -24,7 +24,9 @@ async function main(): Promise<void> {
     topicRoot: config.LIGHT_TOPIC_ROOT,
     logger: logger.child({ component: 'handlers' }),
   });
-  forgetRemovedDevices(bus, db, logger.child({ component: 'device-events' }));
+  const removals = forgetRemovedDevices(bus.connection, db, logger.child({ component: 'device-events' }), config.DEVICE_EVENTS_CONSUMER);
+  removals.start();
+  runtime.onClose(() => removals.stop(), 'intake');
   const states = stateConsumer(
     bus.connection,
     db,

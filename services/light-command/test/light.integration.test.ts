@@ -1,6 +1,6 @@
 import { headers as natsHeaders, RetentionPolicy, StorageType } from 'nats';
 import type { Principal, ReplyEnvelope } from '@fleet/contracts';
-import type { Bus } from '@fleet/service-kit';
+import { ensureStream, eventStreamPlan, publishDurable, type Bus } from '@fleet/service-kit';
 import { randomDeviceId, uniqueId, waitFor } from '@fleet/test-kit';
 import { AdminError, runAdminCommand } from '../src/admin/commands';
 import { BridgePublisher } from '../src/bridge-client';
@@ -15,6 +15,7 @@ let testDb: TestDb;
 let bus: Bus;
 let bridge: PublishStandIn;
 let consumer: DurablePullConsumer;
+let removals: DurablePullConsumer;
 const STREAM = 'DEVICE_IN';
 const TOPIC_ROOT = 'lt';
 
@@ -24,8 +25,10 @@ beforeAll(async () => {
   bus = await connectBus(nats.url);
   bridge = new PublishStandIn(bus.connection);
   serveLight(bus, { db: testDb.db, publisher: new BridgePublisher(bus, 500, logger), topicRoot: TOPIC_ROOT, logger });
-  forgetRemovedDevices(bus, testDb.db, logger);
   const jsm = await bus.connection.jetstreamManager();
+  await ensureStream(jsm, eventStreamPlan('REGISTRY_EVENTS'), logger);
+  removals = forgetRemovedDevices(bus.connection, testDb.db, logger, uniqueId('removals'));
+  removals.start();
   await jsm.streams.add({ name: STREAM, subjects: ['dev.in.>'], retention: RetentionPolicy.Limits, storage: StorageType.Memory });
   consumer = stateConsumer(bus.connection, testDb.db, { stream: STREAM, durable: uniqueId('state'), filterSubject: 'dev.in.light.*.state.>' }, logger);
   consumer.start();
@@ -33,6 +36,7 @@ beforeAll(async () => {
 
 afterAll(async () => {
   await consumer?.stop();
+  await removals?.stop();
   bridge?.close();
   await bus?.drain();
   await testDb?.drop();
@@ -301,10 +305,26 @@ describe('state', () => {
     await report(other, 'light1', 'solid:FF0000', new Date());
     const stateOf = async (deviceId: string) => (body(await call('light.state.get', reader, { device: light(deviceId) }), 200) as { state: Record<string, unknown> }).state;
     await waitFor(async () => Object.keys(await stateOf(id)).length === 1 && Object.keys(await stateOf(other)).length === 1, { what: 'both states' });
-    bus.publish('evt.registry.device.changed', { device_id: id, change: 'moved', at: new Date().toISOString() });
-    bus.publish('evt.registry.device.changed', { device_id: id, change: 'removed', at: new Date().toISOString() });
+    await publishDurable(bus.connection, 'evt.registry.device.changed.v1', { device_id: id, change: 'moved', at: new Date().toISOString() });
+    await publishDurable(bus.connection, 'evt.registry.device.changed.v1', { device_id: id, change: 'removed', at: new Date().toISOString() });
     await waitFor(async () => Object.keys(await stateOf(id)).length === 0, { what: 'the removed device’s state to go' });
     expect(Object.keys(await stateOf(other))).toEqual(['light1']);
+  });
+
+  test('removals published while light-command was not reading are applied when it reads again, in order, and only to states reported before', async () => {
+    const id = randomDeviceId();
+    const reader = principal({ permissions: ['state_read'] });
+    const stateOf = async (deviceId: string) => (body(await call('light.state.get', reader, { device: light(deviceId) }), 200) as { state: Record<string, unknown> }).state;
+    await report(id, 'light1', 'solid:FF0000', new Date(Date.now() - 60_000));
+    await waitFor(async () => Object.keys(await stateOf(id)).length === 1, { what: 'the first state' });
+    await removals.stop();
+    const removedAt = new Date(Date.now() - 30_000);
+    await publishDurable(bus.connection, 'evt.registry.device.changed.v1', { device_id: id, change: 'removed', at: removedAt.toISOString() });
+    // The id provisioned again reports after the removal, while the removal is still unread.
+    await report(id, 'light2', 'solid:00FF00', new Date());
+    await waitFor(async () => Object.keys(await stateOf(id)).length === 2, { what: 'both states before the removal is read' });
+    removals.start();
+    await waitFor(async () => Object.keys(await stateOf(id)).join() === 'light2', { what: 'the state reported before the removal to go' });
   });
 
   test('a light that never reported has an empty state', async () => {

@@ -2,7 +2,8 @@ import type { Msg, NatsConnection, NatsError } from 'nats';
 import { createLogger } from '@fleet/service-kit';
 import { randomDeviceId, waitFor } from '@fleet/test-kit';
 import { DeviceInWriter, type CaptureOutcome, type CaptureOwner } from '../src/capture/device-in';
-import { deviceInStream, ensureStream } from '../src/capture/streams';
+import { ensureStream } from '@fleet/service-kit';
+import { deviceInStream } from '../src/capture/streams';
 import { deleteStreams, isolation, natsClient, readStream, sleep } from './support';
 
 /** Records the outcome; wants retries while `wanted`. */

@@ -1,6 +1,7 @@
-import { connect, JSONCodec } from 'nats';
+import { connect, JSONCodec, type NatsConnection } from 'nats';
 import { checkEvent } from '@fleet/contracts';
 import { runStaffCli, withMigratedDatabase } from '@fleet/db';
+import { publishDurable } from '@fleet/service-kit';
 import { readRegistryConfig } from '../config';
 import { MIGRATIONS_DIR } from '../migrations';
 import { openRegistryDb } from '../store/prisma';
@@ -19,15 +20,26 @@ runStaffCli(async () => {
   return result;
 }, (err) => err instanceof AdminError);
 
-/** Tells running services (the gateway's scope cache) the tree changed; skipped when NATS is not running. */
+/**
+ * Tells services the tree changed (a durable event, kept in REGISTRY_EVENTS); skipped when NATS
+ * is not running. Before the registry ever started, the stream is missing: then only services
+ * running now hear it (a plain publish), which is all a new fleet has.
+ */
 async function announceOrgCreated(natsUrl: string, orgNodeId: number): Promise<void> {
+  let nc: NatsConnection;
   try {
-    const nc = await connect({ servers: natsUrl, reconnect: false, timeout: 1000, name: 'device-registry-admin' });
-    const event = checkEvent('evt.registry.org.changed', { org_node_id: orgNodeId, change: 'created', at: new Date().toISOString() });
-    nc.publish('evt.registry.org.changed', JSONCodec().encode(event));
-    await nc.flush();
-    await nc.close();
+    nc = await connect({ servers: natsUrl, reconnect: false, timeout: 1000, name: 'device-registry-admin' });
   } catch {
-    // The fleet is not running: nothing caches the tree.
+    return; // The fleet is not running: nothing caches the tree.
   }
+  const event = { org_node_id: orgNodeId, change: 'created', at: new Date().toISOString() };
+  try {
+    await publishDurable(nc, 'evt.registry.org.changed.v1', event, { timeoutMs: 2000 });
+  } catch (err) {
+    process.stderr.write(`org created, but its event was not stored (${(err as Error).message}); announcing it to running services only\n`);
+    nc.publish('evt.registry.org.changed.v1', JSONCodec().encode(checkEvent('evt.registry.org.changed.v1', event)));
+    // Best effort: the node is created either way, and the message above says the event may be missing.
+    await nc.flush().catch(() => undefined);
+  }
+  await nc.close();
 }

@@ -57,6 +57,7 @@ import {
 import { allOrgNodes, orgNodesNamed } from '../store/orgs';
 import type { RegistryDb } from '../store/prisma';
 import { recentTelemetry } from '../store/telemetry';
+import { DeviceAnnouncer, type ChangeAnnouncer, type DeviceChange } from './announcer';
 
 export interface RegistryDeps {
   db: RegistryDb;
@@ -66,6 +67,8 @@ export interface RegistryDeps {
   kek: Buffer;
   logger: Logger;
   now?: () => Date;
+  /** Announces committed device changes (default: durable events on the bus's connection). */
+  announcer?: ChangeAnnouncer;
 }
 
 /** Every request subject the registry serves (queue group device-registry). */
@@ -110,9 +113,8 @@ export function registryHandlers(deps: RegistryDeps): Record<RegistrySubject, Ha
   const { db, bus, broker, kek } = deps;
   const now = deps.now ?? (() => new Date());
 
-  const deviceChanged = (deviceId: string, change: 'provisioned' | 'updated' | 'moved' | 'removed'): void => {
-    bus.publish('evt.registry.device.changed', { device_id: deviceId, change, at: now().toISOString() });
-  };
+  const announcer = deps.announcer ?? new DeviceAnnouncer(bus.connection, deps.logger, now);
+  const deviceChanged = (deviceId: string, change: DeviceChange): void => announcer.changed(deviceId, change);
 
   /** The named device within the caller's scope, read afresh (the envelope's summary may be cached). */
   async function inScope(req: RequestEnvelope): Promise<DeviceRecord> {

@@ -18,8 +18,8 @@ export class ScopeResolver {
     private readonly bus: Bus,
     private readonly subject = 'registry.scope.resolve',
   ) {
-    bus.subscribe<{ device_id: string }>('evt.registry.device.changed', (event) => this.forgetDevice(event.device_id));
-    bus.subscribe('evt.registry.org.changed', () => this.forgetAll());
+    bus.subscribe<{ device_id: string }>('evt.registry.device.changed.v1', (event) => this.forgetDevice(event.device_id));
+    bus.subscribe('evt.registry.org.changed.v1', () => this.forgetAll());
   }
 
   forgetDevice(deviceId: string): void {

@@ -33,7 +33,7 @@ export async function statesOf(db: LightDb, deviceId: string): Promise<StateRepo
   return rows.map((r) => ({ deviceId: r.deviceId, channel: r.channel, payload: r.payload, updatedAt: r.updatedAt }));
 }
 
-/** Forgets every channel state of a device (it was removed). */
-export async function forgetDevice(db: LightDb, deviceId: string): Promise<number> {
-  return (await db.lightState.deleteMany({ where: { deviceId } })).count;
+/** Forgets the channel states of a removed device: all, or those reported up to the removal. */
+export async function forgetDevice(db: LightDb, deviceId: string, reportedUpTo?: Date): Promise<number> {
+  return (await db.lightState.deleteMany({ where: { deviceId, ...(reportedUpTo ? { updatedAt: { lte: reportedUpTo } } : {}) } })).count;
 }
