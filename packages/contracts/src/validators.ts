@@ -1,7 +1,7 @@
 import Ajv2020, { type ValidateFunction, type ErrorObject } from 'ajv/dist/2020';
 import addFormats from 'ajv-formats';
 import { schemaBundle } from './generated/schemas';
-import { eventSubjects, type EventSubject } from './generated/subjects';
+import { eventSubjects, requestSubjects, type EventSubject, type RequestSubject } from './generated/subjects';
 import type { ReplyEnvelope, RequestEnvelope } from './generated/types';
 
 const SCHEMA_BASE = 'https://schemas.fleet.local/';
@@ -53,4 +53,23 @@ export const checkReplyEnvelope = (value: unknown): ReplyEnvelope => check('enve
 export function checkEvent<T>(subject: EventSubject, value: unknown): T {
   const id = eventSubjects[subject].schema;
   return check<T>(id.slice(SCHEMA_BASE.length, -'.json'.length), value);
+}
+
+/** The schema name (path under proto-schemas) of a schema id from subjects.json. */
+const schemaName = (id: string): string => id.slice(SCHEMA_BASE.length, -'.json'.length);
+
+/**
+ * Checks a request body against the `body` schema its subject declares in subjects.json (a
+ * subject without one accepts any body). Clients check what they send and test stand-ins what
+ * they receive, so a body the owner would refuse fails where it is made.
+ */
+export function checkRequestBody<T>(subject: RequestSubject, body: unknown): T {
+  const id = (requestSubjects[subject] as { body?: string }).body;
+  return id ? check<T>(schemaName(id), body) : (body as T);
+}
+
+/** Checks a reply body against the `reply` schema its subject declares in subjects.json (if any). */
+export function checkReplyBody<T>(subject: RequestSubject, body: unknown): T {
+  const id = (requestSubjects[subject] as { reply?: string }).reply;
+  return id ? check<T>(schemaName(id), body) : (body as T);
 }

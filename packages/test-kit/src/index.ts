@@ -95,3 +95,5 @@ export async function createMigratedTestDb<Db extends { $disconnect(): Promise<v
     },
   };
 }
+
+export { BridgeStandIn } from './bridge-stand-in';

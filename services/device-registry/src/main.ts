@@ -1,6 +1,6 @@
+import { BridgeClient } from '@fleet/bridge-client';
 import { ensureDatabase, migrate } from '@fleet/db';
 import { ServiceRuntime } from '@fleet/service-kit';
-import { BridgeClient } from './bridge-client';
 import { readRegistryConfig, settingsKek } from './config';
 import { connectivityConsumer } from './handlers/connectivity-consumer';
 import { ensureRegistryEvents } from './handlers/announcer';
@@ -24,7 +24,7 @@ async function main(): Promise<void> {
   runtime.onClose(() => db.$disconnect());
 
   await ensureRegistryEvents(bus.connection, logger);
-  serveRegistry(bus, { db, bus, kek, broker: new BridgeClient(bus, config.BRIDGE_REQUEST_TIMEOUT_MS), logger: logger.child({ component: 'handlers' }) });
+  serveRegistry(bus, { db, bus, kek, broker: new BridgeClient(bus, { timeoutMs: config.BRIDGE_REQUEST_TIMEOUT_MS, logger: logger.child({ component: 'bridge' }) }), logger: logger.child({ component: 'handlers' }) });
 
   const connectivity = connectivityConsumer(
     bus.connection,

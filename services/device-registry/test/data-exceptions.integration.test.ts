@@ -6,7 +6,7 @@ import { randomBytes } from 'node:crypto';
 import type { Principal, ReplyEnvelope } from '@fleet/contracts';
 import type { Bus } from '@fleet/service-kit';
 import { randomDeviceId, uniqueId } from '@fleet/test-kit';
-import { BridgeClient } from '../src/bridge-client';
+import { BridgeClient } from '@fleet/bridge-client';
 import { serveRegistry } from '../src/handlers/registry';
 import { BridgeStandIn, connectBus, createTestDb, logger, principal, startPrivateNats, type PrivateNats, type TestDb } from './support';
 
@@ -21,7 +21,7 @@ beforeAll(async () => {
   testDb = await createTestDb();
   bus = await connectBus(nats.url);
   bridge = new BridgeStandIn(bus.connection);
-  serveRegistry(bus, { db: testDb.db, bus, kek: randomBytes(32), broker: new BridgeClient(bus, 1000), logger });
+  serveRegistry(bus, { db: testDb.db, bus, kek: randomBytes(32), broker: new BridgeClient(bus, { timeoutMs: 1000, logger }), logger });
 });
 
 afterAll(async () => {

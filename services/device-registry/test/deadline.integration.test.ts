@@ -11,7 +11,7 @@ import { CommitDeadlineError, transactionBy } from '@fleet/db';
 import type { Principal, RequestEnvelope } from '@fleet/contracts';
 import { ApiError, Bus, type HandlerContext, type HandlerResult } from '@fleet/service-kit';
 import { randomDeviceId, uniqueId } from '@fleet/test-kit';
-import type { BrokerCredentials } from '../src/bridge-client';
+import type { BrokerCredentials, CallFor } from '@fleet/bridge-client';
 import { deriveBrokerPassword } from '../src/domain/crypto';
 import type { Product } from '../src/domain/products';
 import { registryHandlers, serveRegistry } from '../src/handlers/registry';
@@ -28,12 +28,12 @@ class SlowBroker implements BrokerCredentials {
   /** Delay of the next upsert answers, taken in order. */
   upsertDelays: number[] = [];
 
-  async upsert(_requestId: string, credential: { device_id: string; product: Product; password: string }): Promise<void> {
+  async setCredential(_call: CallFor, credential: { device_id: string; product: Product; password: string }): Promise<void> {
     this.credentials.set(credential.device_id, credential.password);
     await sleep(this.upsertDelays.shift() ?? 0);
   }
 
-  async remove(_requestId: string, deviceId: string): Promise<void> {
+  async removeCredential(_call: CallFor, deviceId: string): Promise<void> {
     this.credentials.delete(deviceId);
     this.removed.push(deviceId);
   }

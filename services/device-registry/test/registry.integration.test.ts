@@ -8,7 +8,7 @@ import { JSONCodec } from 'nats';
 import type { Principal, ReplyEnvelope } from '@fleet/contracts';
 import type { Bus } from '@fleet/service-kit';
 import { randomDeviceId, uniqueId, waitFor } from '@fleet/test-kit';
-import { BridgeClient } from '../src/bridge-client';
+import { BridgeClient } from '@fleet/bridge-client';
 import { decryptSettingsKey, deriveBrokerPassword, deriveSettingsKey, openSetting } from '../src/domain/crypto';
 import { serveRegistry } from '../src/handlers/registry';
 import { createOrgNode } from '../src/store/orgs';
@@ -30,7 +30,7 @@ beforeAll(async () => {
   testDb = await createTestDb();
   bus = await connectBus(nats.url);
   bridge = new BridgeStandIn(bus.connection);
-  serveRegistry(bus, { db: testDb.db, bus, kek, broker: new BridgeClient(bus, 1000), logger });
+  serveRegistry(bus, { db: testDb.db, bus, kek, broker: new BridgeClient(bus, { timeoutMs: 1000, logger }), logger });
   bus.connection.subscribe('evt.registry.device.changed.v1', {
     callback: (_e, m) => events.push(JSONCodec<{ device_id: string; change: string }>().decode(m.data)),
   });

@@ -1,6 +1,6 @@
+import { BridgeClient } from '@fleet/bridge-client';
 import { ensureDatabase, migrate } from '@fleet/db';
 import { ServiceRuntime } from '@fleet/service-kit';
-import { BridgePublisher } from './bridge-client';
 import { readLightCommandConfig } from './config';
 import { forgetRemovedDevices } from './handlers/device-events';
 import { serveLight } from './handlers/light';
@@ -20,7 +20,7 @@ async function main(): Promise<void> {
 
   serveLight(bus, {
     db,
-    publisher: new BridgePublisher(bus, config.BRIDGE_REQUEST_TIMEOUT_MS, logger.child({ component: 'bridge' })),
+    publisher: new BridgeClient(bus, { timeoutMs: config.BRIDGE_REQUEST_TIMEOUT_MS, logger: logger.child({ component: 'bridge' }) }),
     topicRoot: config.LIGHT_TOPIC_ROOT,
     logger: logger.child({ component: 'handlers' }),
   });

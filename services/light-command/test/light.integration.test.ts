@@ -1,19 +1,19 @@
 import { headers as natsHeaders, RetentionPolicy, StorageType } from 'nats';
 import type { Principal, ReplyEnvelope } from '@fleet/contracts';
 import { ensureStream, eventStreamPlan, publishDurable, type Bus } from '@fleet/service-kit';
-import { randomDeviceId, uniqueId, waitFor } from '@fleet/test-kit';
+import { BridgeStandIn, randomDeviceId, uniqueId, waitFor } from '@fleet/test-kit';
 import { AdminError, runAdminCommand } from '../src/admin/commands';
-import { BridgePublisher } from '../src/bridge-client';
+import { BridgeClient } from '@fleet/bridge-client';
 import { forgetRemovedDevices } from '../src/handlers/device-events';
 import { serveLight } from '../src/handlers/light';
 import { stateConsumer } from '../src/handlers/state-consumer';
 import type { DurablePullConsumer } from '@fleet/service-kit';
-import { connectBus, createTestDb, logger, principal, PublishStandIn, startPrivateNats, type PrivateNats, type TestDb } from './support';
+import { connectBus, createTestDb, logger, principal, startPrivateNats, type PrivateNats, type TestDb } from './support';
 
 let nats: PrivateNats;
 let testDb: TestDb;
 let bus: Bus;
-let bridge: PublishStandIn;
+let bridge: BridgeStandIn;
 let consumer: DurablePullConsumer;
 let removals: DurablePullConsumer;
 const STREAM = 'DEVICE_IN';
@@ -23,8 +23,8 @@ beforeAll(async () => {
   nats = await startPrivateNats();
   testDb = await createTestDb();
   bus = await connectBus(nats.url);
-  bridge = new PublishStandIn(bus.connection);
-  serveLight(bus, { db: testDb.db, publisher: new BridgePublisher(bus, 500, logger), topicRoot: TOPIC_ROOT, logger });
+  bridge = new BridgeStandIn(bus.connection);
+  serveLight(bus, { db: testDb.db, publisher: new BridgeClient(bus, { timeoutMs: 500, logger }), topicRoot: TOPIC_ROOT, logger });
   const jsm = await bus.connection.jetstreamManager();
   await ensureStream(jsm, eventStreamPlan('REGISTRY_EVENTS'), logger);
   removals = forgetRemovedDevices(bus.connection, testDb.db, logger, uniqueId('removals'));
@@ -44,8 +44,7 @@ afterAll(async () => {
 });
 
 beforeEach(() => {
-  bridge.mode = 'ok';
-  bridge.published.length = 0;
+  bridge.reset();
 });
 
 const light = (id = randomDeviceId()) => ({ device_id: id, product: 'light' as const, org_node_id: null, name: null });
@@ -139,7 +138,7 @@ describe('raw commands', () => {
   });
 
   test('503 publish_failed when the broker did not take it, or the bridge does not answer', async () => {
-    bridge.mode = 'fail';
+    bridge.mode = 'refuse';
     expectError(await call('light.command.raw', raw, { device: light(), body: { channel: 'light1', payload: 'off' } }), 503, 'publish_failed');
     bridge.mode = 'silent';
     expectError(await call('light.command.raw', raw, { device: light(), body: { channel: 'light1', payload: 'off' } }), 503, 'publish_failed');
@@ -233,7 +232,7 @@ describe('the catalog and effects', () => {
   test('a revoked command is refused again; publish failure is 503', async () => {
     const p = principal({ permissions: ['predefined_commands'] });
     await admin(`command grant --partner ${p.partner_id} --command off`);
-    bridge.mode = 'fail';
+    bridge.mode = 'refuse';
     expectError(await call('light.effect.apply', p, { device: light(), params: { channel: 'contact' }, body: { command: 'off' } }), 503, 'publish_failed');
     bridge.mode = 'ok';
     expect(await admin(`command revoke --partner ${p.partner_id} --command off`)).toEqual({ partner_id: p.partner_id, revoked: 1 });

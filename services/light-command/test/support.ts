@@ -1,5 +1,4 @@
-import { JSONCodec, type NatsConnection, type Subscription } from 'nats';
-import type { Principal, RequestEnvelope } from '@fleet/contracts';
+import type { Principal } from '@fleet/contracts';
 import { Bus, createLogger, type Logger } from '@fleet/service-kit';
 import { createMigratedTestDb, type TestDatabase } from '@fleet/test-kit';
 import { MIGRATIONS_DIR } from '../src/migrations';
@@ -16,44 +15,6 @@ export const logger: Logger = createLogger('light-command-test', process.env.TES
 
 export async function connectBus(url: string, service = 'light-command'): Promise<Bus> {
   return Bus.connect({ servers: url, service, logger, requestTimeoutMs: 3000 });
-}
-
-export interface PublishRequest {
-  topic: string;
-  payload: string;
-  qos: number;
-  retain: boolean;
-}
-
-/**
- * Stands in for mqtt-bridge's `bridge.message.publish` (the bridge is not under test here):
- * records every publish and answers as the bridge does once the broker took it, or with
- * 503 publish_failed, or not at all.
- */
-export class PublishStandIn {
-  readonly published: PublishRequest[] = [];
-  mode: 'ok' | 'fail' | 'silent' = 'ok';
-  private readonly sub: Subscription;
-
-  constructor(nc: NatsConnection) {
-    const codec = JSONCodec<RequestEnvelope>();
-    this.sub = nc.subscribe('bridge.message.publish', {
-      callback: (_err, msg) => {
-        if (this.mode === 'silent') return;
-        if (this.mode === 'fail') {
-          msg.respond(JSONCodec().encode({ ok: false, error: { status: 503, code: 'publish_failed', message: 'The broker did not take it.', retry_after: 1 } }));
-          return;
-        }
-        const body = codec.decode(msg.data).body as unknown as PublishRequest;
-        this.published.push(body);
-        msg.respond(JSONCodec().encode({ ok: true, status: 200, body: { topic: body.topic, payload: body.payload, sent_at: new Date().toISOString() } }));
-      },
-    });
-  }
-
-  close(): void {
-    this.sub.unsubscribe();
-  }
 }
 
 /** A random UUID-shaped partner id, as the gateway issues them. */

@@ -1,3 +1,4 @@
+import { BridgeClient } from '@fleet/bridge-client';
 import { ensureDatabase, migrate } from '@fleet/db';
 import { ServiceRuntime, DurablePullConsumer } from '@fleet/service-kit';
 import { meterFilter, readMeterConfig } from './config';
@@ -22,6 +23,7 @@ async function main(): Promise<void> {
     {
       db,
       bus,
+      bridge: new BridgeClient(bus, { timeoutMs: config.DOWNSTREAM_TIMEOUT_MS, logger: logger.child({ component: 'bridge' }), subjectPrefix: config.SUBJECT_PREFIX }),
       topicRoot: config.METER_TOPIC_ROOT,
       subjectPrefix: config.SUBJECT_PREFIX,
       requestTimeoutMs: config.DOWNSTREAM_TIMEOUT_MS,

@@ -5,8 +5,9 @@
  */
 import type { JetStreamClient } from 'nats';
 import type { RequestEnvelope } from '@fleet/contracts';
-import { ApiError, ServiceUnavailableError, type Bus, DurablePullConsumer } from '@fleet/service-kit';
-import { randomDeviceId, uniqueId, waitFor } from '@fleet/test-kit';
+import { BridgeClient } from '@fleet/bridge-client';
+import { ApiError, type Bus, DurablePullConsumer } from '@fleet/service-kit';
+import { BridgeStandIn, randomDeviceId, uniqueId, waitFor } from '@fleet/test-kit';
 import { deviceInProcessor } from '../src/handlers/device-in';
 import { getReset, getSample, requestReset, requestSample, sendReport, type RequestDeps } from '../src/handlers/requests';
 import { serveMeter } from '../src/handlers/serve';
@@ -20,8 +21,7 @@ let js: JetStreamClient;
 let stream: Awaited<ReturnType<typeof createStream>>;
 let consumer: DurablePullConsumer;
 let deps: RequestDeps;
-const published: Array<{ topic: string; payload: string; qos: number }> = [];
-let brokerDown = false;
+let bridge: BridgeStandIn;
 const connectivity = new Map<string, { status: string; status_changed_at: string | null; last_seen_at: string | null }>();
 
 beforeAll(async () => {
@@ -29,17 +29,19 @@ beforeAll(async () => {
   bus = await connectBus(uniqueId('meter-req-'));
   stream = await createStream(bus.connection);
   js = bus.connection.jetstream();
-  bus.serve(`${stream.prefix}bridge.message.publish`, async (req) => {
-    if (brokerDown) throw new ServiceUnavailableError('broker down', 'publish_failed');
-    const body = req.body as { topic: string; payload: string; qos: number };
-    published.push(body);
-    return { body: { topic: body.topic, payload: body.payload, sent_at: new Date().toISOString() } };
-  });
+  bridge = new BridgeStandIn(bus.connection, { prefix: stream.prefix });
   bus.serve(`${stream.prefix}registry.device.connectivity`, async (req) => {
     const id = (req.body as { device_id: string }).device_id;
     return { body: connectivity.get(id) ?? { status: 'disconnected', status_changed_at: null, last_seen_at: null } };
   });
-  deps = { db: testDb.db, bus, topicRoot: 'meter', subjectPrefix: stream.prefix, requestTimeoutMs: 2000 };
+  deps = {
+    db: testDb.db,
+    bus,
+    bridge: new BridgeClient(bus, { timeoutMs: 2000, logger, subjectPrefix: stream.prefix }),
+    topicRoot: 'meter',
+    subjectPrefix: stream.prefix,
+    requestTimeoutMs: 2000,
+  };
   consumer = new DurablePullConsumer(bus.connection, {
     stream: stream.name,
     durable: uniqueId('meter-req-ingest-'),
@@ -53,6 +55,7 @@ beforeAll(async () => {
 });
 
 afterAll(async () => {
+  bridge?.close();
   await consumer?.stop();
   await stream?.drop();
   await bus?.drain();
@@ -82,16 +85,16 @@ describe('report', () => {
     const res = await sendReport(deps, envelope(dev));
     expect(res.status).toBe(202);
     expect(res.body).toMatchObject({ topic: `meter/${dev}/sys/exe`, payload: 'report>', command: 'report', sent_at: expect.any(String) });
-    expect(published.at(-1)).toEqual({ topic: `meter/${dev}/sys/exe`, payload: 'report>', qos: 2, retain: false });
+    expect(bridge.published.at(-1)).toEqual({ topic: `meter/${dev}/sys/exe`, payload: 'report>', qos: 2, retain: false });
   });
 
   it('is 503 publish_failed when the broker cannot take it, and 404 on a light', async () => {
-    brokerDown = true;
+    bridge.mode = 'refuse';
     try {
       const err = await refusal(sendReport(deps, envelope(randomDeviceId())));
       expect([err.status, err.code]).toEqual([503, 'publish_failed']);
     } finally {
-      brokerDown = false;
+      bridge.mode = 'ok';
     }
     expect((await refusal(sendReport(deps, envelope(randomDeviceId(), {}, {}, 'light')))).status).toBe(404);
   });
@@ -107,7 +110,7 @@ describe('live reading', () => {
     expect(body).toMatchObject({ device_id: dev, state: 'pending', timeout_s: expect.any(Number) });
     expect(body.timeout_s).toBeLessThanOrEqual(30);
     expect(res.headers?.Location).toBe(`/v1/meter/devices/${dev}/sample/${body.token}`);
-    expect(published.at(-1)).toMatchObject({ topic: `meter/${dev}/sys/exe`, payload: `sample>token=${body.token}` });
+    expect(bridge.published.at(-1)).toMatchObject({ topic: `meter/${dev}/sys/exe`, payload: `sample>token=${body.token}` });
     expect((await getSample(deps, withParams(dev, { token: body.token }))).body).toMatchObject({ state: 'pending', reading: null, reason: null });
 
     await deviceSends(js, stream.prefix, dev, 'live', { token: body.token, link: 'ok', v: 230.2, i: 2.6, p: 580, pf: 0.97, f: 50, ct: 2, age_s: 0.4 });
@@ -140,22 +143,22 @@ describe('live reading', () => {
   it('is 409 device_offline with the connectivity fields when the meter is not connected; nothing is sent', async () => {
     const dev = randomDeviceId();
     connectivity.set(dev, { status: 'disconnected', status_changed_at: '2026-06-01T00:00:00.000Z', last_seen_at: '2026-05-31T23:59:00.000Z' });
-    const before = published.length;
+    const before = bridge.published.length;
     const err = await refusal(requestSample(deps, envelope(dev)));
     expect([err.status, err.code]).toEqual([409, 'device_offline']);
     expect(err.options.extra).toEqual({ status: 'disconnected', status_changed_at: '2026-06-01T00:00:00.000Z', last_seen_at: '2026-05-31T23:59:00.000Z' });
-    expect(published.length).toBe(before);
+    expect(bridge.published.length).toBe(before);
   });
 
   it('is 503 publish_failed when the broker cannot be reached, and the slot is given back', async () => {
     const dev = randomDeviceId();
     online(dev);
-    brokerDown = true;
+    bridge.mode = 'refuse';
     try {
       const err = await refusal(requestSample(deps, envelope(dev)));
       expect([err.status, err.code]).toEqual([503, 'publish_failed']);
     } finally {
-      brokerDown = false;
+      bridge.mode = 'ok';
     }
     expect((await requestSample(deps, envelope(dev))).status).toBe(202);
   });
@@ -183,10 +186,10 @@ describe('live reading', () => {
 describe('energy reset', () => {
   it('needs confirm equal to the device id', async () => {
     const dev = randomDeviceId();
-    const before = published.length;
+    const before = bridge.published.length;
     const err = await refusal(requestReset(deps, envelope(dev, {}, { body: { confirm: 'nope' } })));
     expect([err.status, err.code]).toEqual([409, 'confirmation_required']);
-    expect(published.length).toBe(before);
+    expect(bridge.published.length).toBe(before);
   });
 
   it('is pending, then done, duplicate or failed by the acknowledgement; unmatched rejections show while pending', async () => {

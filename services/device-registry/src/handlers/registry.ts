@@ -21,7 +21,7 @@ import {
   type HandlerResult,
   type Logger,
 } from '@fleet/service-kit';
-import type { BrokerCredentials } from '../bridge-client';
+import type { BrokerCredentials } from '@fleet/bridge-client';
 import {
   decryptSettingsKey,
   deriveBrokerPassword,
@@ -138,7 +138,7 @@ export function registryHandlers(deps: RegistryDeps): Record<RegistrySubject, Ha
             log.warn({ device_id: deviceId }, 'a record holds the id now; its broker credential is kept');
             return;
           }
-          await broker.remove(requestId, deviceId);
+          await broker.removeCredential({ requestId }, deviceId);
         },
         { timeout: 15_000, maxWait: 5_000 },
       );
@@ -149,7 +149,7 @@ export function registryHandlers(deps: RegistryDeps): Record<RegistrySubject, Ha
       }
       // The database is out of reach, so nothing can commit for this id either: remove anyway.
       log.error({ err, device_id: deviceId }, 'device lock unavailable; removing the broker credential without it');
-      await broker.remove(requestId, deviceId).catch((e: unknown) => log.error({ err: e, device_id: deviceId }, 'could not remove the broker credential'));
+      await broker.removeCredential({ requestId }, deviceId).catch((e: unknown) => log.error({ err: e, device_id: deviceId }, 'could not remove the broker credential'));
     }
   }
 
@@ -203,7 +203,7 @@ export function registryHandlers(deps: RegistryDeps): Record<RegistrySubject, Ha
             }
             // From here the broker may hold the credential even when the call fails or times out.
             brokerTouched = true;
-            await broker.upsert(req.request_id, { device_id: request.deviceId, product: request.product, password: brokerPassword }, ctx.deadline);
+            await broker.setCredential({ requestId: req.request_id, deadline: ctx.deadline }, { device_id: request.deviceId, product: request.product, password: brokerPassword });
             await insertDevice(tx, {
               deviceId: request.deviceId,
               product: request.product,
@@ -239,7 +239,7 @@ export function registryHandlers(deps: RegistryDeps): Record<RegistrySubject, Ha
         throw new ConflictError('Removal needs `confirm` equal to the device id.', 'confirmation_required');
       }
       // Cut the broker credential first (it disconnects the device); if that fails the record stays.
-      await broker.remove(req.request_id, device.deviceId, ctx.deadline);
+      await broker.removeCredential({ requestId: req.request_id, deadline: ctx.deadline }, device.deviceId);
       try {
         await transactionBy(db, ctx, (tx) => deleteDevice(tx, device.deviceId));
       } catch (err) {

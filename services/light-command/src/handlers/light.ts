@@ -1,7 +1,7 @@
 import type { Principal, RequestEnvelope, RequestSubject } from '@fleet/contracts';
 import { encodePayload, isChannel, stateLabel, type LightChannel } from '@fleet/light-wire';
 import { ForbiddenError, NotFoundError, ValidationError, type Bus, type HandlerContext, type HandlerResult, type Logger } from '@fleet/service-kit';
-import type { CommandPublisher } from '../bridge-client';
+import type { MessagePublisher } from '@fleet/bridge-client';
 import { buildCommand, CATALOG, CommandInputError, describeCommand, findCommand } from '../domain/catalog';
 import { checkRawCommand } from '../domain/raw';
 import { grantOf, grantsOf } from '../store/grants';
@@ -10,7 +10,7 @@ import { statesOf } from '../store/states';
 
 export interface LightDeps {
   db: LightDb;
-  publisher: CommandPublisher;
+  publisher: MessagePublisher;
   topicRoot: string;
   logger: Logger;
 }
@@ -70,7 +70,7 @@ export function lightHandlers(deps: LightDeps): Record<LightSubject, Handler> {
       } catch (err) {
         invalid(err);
       }
-      await deps.publisher.publish(req.request_id, topicOf(deviceId, channel), body.payload, ctx.deadline);
+      await deps.publisher.publish({ requestId: req.request_id, deadline: ctx.deadline }, { topic: topicOf(deviceId, channel), payload: body.payload });
       return { status: 202, body: { channel, payload: body.payload, command: 'raw' } };
     },
 
@@ -94,7 +94,7 @@ export function lightHandlers(deps: LightDeps): Record<LightSubject, Handler> {
       } catch (err) {
         invalid(err);
       }
-      await deps.publisher.publish(req.request_id, topicOf(deviceId, channel), payload, ctx.deadline);
+      await deps.publisher.publish({ requestId: req.request_id, deadline: ctx.deadline }, { topic: topicOf(deviceId, channel), payload });
       return {
         status: 202,
         body: { channel, command: def.name, ...(has(principal, 'raw_commands') ? { payload } : {}) },

@@ -1,5 +1,6 @@
 import type { RequestEnvelope } from '@fleet/contracts';
-import { ConflictError, NotFoundError, RateLimitedError, ServiceUnavailableError, fromEnvelopeError, type Bus, type HandlerResult } from '@fleet/service-kit';
+import type { MessagePublisher, Published } from '@fleet/bridge-client';
+import { ConflictError, NotFoundError, RateLimitedError, fromEnvelopeError, type Bus, type HandlerResult } from '@fleet/service-kit';
 import { isToken, newToken, reportLine, resetLine, SAMPLE_TIMEOUT_S, sampleLine, sysExeTopic } from '../domain/requests';
 import type { MeterDb } from '../store/prisma';
 import { createReset, createSample, deleteReset, deleteSample, readReset, readSample, releaseSampleSlot, takeSampleSlot } from '../store/requests';
@@ -8,42 +9,17 @@ import { meterOf } from './reads';
 export interface RequestDeps {
   db: MeterDb;
   bus: Bus;
+  /** Commands to meters go through mqtt-bridge (sys/exe lines, QoS 2 by the protocol). */
+  bridge: MessagePublisher;
   topicRoot: string;
   /** Subject prefix of the bridge and registry subjects (tests isolate themselves with it). */
   subjectPrefix: string;
   requestTimeoutMs: number;
 }
 
-interface Published {
-  topic: string;
-  payload: string;
-  sent_at: string;
-}
-
-/**
- * Publishes through the bridge: answered once the broker took it, else 503 publish_failed. The
- * bridge gets no more time than the request has left (its deadline), so a command is never
- * handed to the broker after the gateway stopped waiting.
- */
-async function publish(deps: RequestDeps, req: RequestEnvelope, topic: string, payload: string): Promise<Published> {
-  let reply;
-  try {
-    reply = await deps.bus.request(
-      `${deps.subjectPrefix}bridge.message.publish`,
-      { request_id: req.request_id, params: {}, query: {}, body: { topic, payload, qos: 2, retain: false } },
-      { timeoutMs: deps.requestTimeoutMs, deadline: req.deadline },
-    );
-  } catch {
-    throw new ServiceUnavailableError('The command could not be handed to the device broker.', 'publish_failed');
-  }
-  if (!reply.ok) {
-    const err = fromEnvelopeError(reply.error);
-    if (err.status >= 500) throw new ServiceUnavailableError('The command could not be handed to the device broker.', 'publish_failed');
-    throw err;
-  }
-  const body = reply.body as Partial<Published> | undefined;
-  return { topic, payload, sent_at: typeof body?.sent_at === 'string' ? body.sent_at : new Date().toISOString() };
-}
+/** A command line to a meter's sys/exe, through the bridge; 503 publish_failed when it did not reach the broker. */
+const publish = (deps: RequestDeps, req: RequestEnvelope, topic: string, payload: string): Promise<Published> =>
+  deps.bridge.publish({ requestId: req.request_id, deadline: req.deadline }, { topic, payload });
 
 interface Connectivity {
   status: string | null;

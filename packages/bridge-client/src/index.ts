@@ -1,0 +1,113 @@
+/**
+ * The one client of mqtt-bridge's bus contract (proto-schemas/bridge/, subjects bridge.*), owned
+ * beside the bridge so every caller has the same policies:
+ *
+ * - **Errors**: any failure of a call (bridge down, slow, past the deadline, the broker refusing,
+ *   a body the bridge refuses) is a 503 whose code says what did not happen:
+ *   `broker_unavailable` for credentials (nothing was changed), `publish_failed` for messages
+ *   (the device got nothing). The caller built the request from validated input, so a refusal
+ *   is the platform's failure, never the partner's; its reason is logged.
+ * - **QoS**: what the device protocol says for the topic: `sys/exe` 2, `cmd/<channel>` 1;
+ *   other topics (raw MQTT) the caller's, default 1. Never retained unless asked.
+ * - **Time**: a call gets no more than the request it serves has left (`deadline`), so nothing
+ *   reaches the broker after the partner was told 503.
+ * - **Contract**: bodies are checked against their schema before they are sent.
+ */
+import { checkReplyBody, checkRequestBody, type BridgeCredentialUpsertBody, type BridgeMessagePublishReply, type RequestSubject } from '@fleet/contracts';
+import { ServiceUnavailableError, type Bus, type Logger } from '@fleet/service-kit';
+
+/** The request a call is made for: its id (for the logs) and its deadline (epoch ms), if any. */
+export interface CallFor {
+  requestId: string;
+  deadline?: number;
+}
+
+/** What reached the broker, and when it took it. */
+export type Published = BridgeMessagePublishReply;
+
+export interface OutgoingMessage {
+  topic: string;
+  payload: string;
+  /** Only for topics the device protocol gives no QoS (raw MQTT); default 1. */
+  qos?: 0 | 1 | 2;
+  retain?: boolean;
+}
+
+/** Device broker credentials (what device-registry needs). */
+export interface BrokerCredentials {
+  setCredential(call: CallFor, credential: BridgeCredentialUpsertBody): Promise<void>;
+  removeCredential(call: CallFor, deviceId: string): Promise<void>;
+}
+
+/** Messages to devices (what light-command, meter and system-files need). */
+export interface MessagePublisher {
+  publish(call: CallFor, message: OutgoingMessage): Promise<Published>;
+}
+
+export interface BridgeClientOptions {
+  /** Longest a call may take when its request has more time left (each service's BRIDGE_REQUEST_TIMEOUT_MS). */
+  timeoutMs: number;
+  logger: Logger;
+  /** Prefix of the bridge's subjects (tests that share a NATS server isolate themselves with it). */
+  subjectPrefix?: string;
+}
+
+/** The QoS the device protocol gives a topic, or undefined for topics it does not define. */
+export function protocolQos(topic: string): 0 | 1 | 2 | undefined {
+  if (/\/sys\/exe$/.test(topic)) return 2;
+  if (/\/cmd\/[^/]+$/.test(topic)) return 1;
+  return undefined;
+}
+
+export const brokerUnavailable = (): ServiceUnavailableError =>
+  new ServiceUnavailableError('The device broker could not be reached; nothing was changed.', 'broker_unavailable');
+
+export const publishFailed = (): ServiceUnavailableError =>
+  new ServiceUnavailableError('The command could not be delivered to the device broker; retry shortly.', 'publish_failed');
+
+export class BridgeClient implements BrokerCredentials, MessagePublisher {
+  constructor(
+    private readonly bus: Bus,
+    private readonly options: BridgeClientOptions,
+  ) {}
+
+  async setCredential(call: CallFor, credential: BridgeCredentialUpsertBody): Promise<void> {
+    await this.call('bridge.credential.upsert', call, { ...credential }, brokerUnavailable);
+  }
+
+  async removeCredential(call: CallFor, deviceId: string): Promise<void> {
+    await this.call('bridge.credential.delete', call, { device_id: deviceId }, brokerUnavailable);
+  }
+
+  async publish(call: CallFor, message: OutgoingMessage): Promise<Published> {
+    const body = { topic: message.topic, payload: message.payload, qos: protocolQos(message.topic) ?? message.qos ?? 1, retain: message.retain ?? false };
+    const reply = await this.call('bridge.message.publish', call, body, publishFailed);
+    try {
+      return checkReplyBody<Published>('bridge.message.publish', reply);
+    } catch (err) {
+      // The broker took the message; only the bridge's answer is malformed.
+      this.options.logger.error({ err, request_id: call.requestId }, 'bridge answered a publish with a malformed body');
+      return { topic: body.topic, payload: body.payload, sent_at: new Date().toISOString() };
+    }
+  }
+
+  private async call(subject: RequestSubject, call: CallFor, body: Record<string, unknown>, failure: () => ServiceUnavailableError): Promise<unknown> {
+    checkRequestBody(subject, body);
+    let reply;
+    try {
+      reply = await this.bus.request(
+        `${this.options.subjectPrefix ?? ''}${subject}`,
+        { request_id: call.requestId, params: {}, query: {}, body },
+        { timeoutMs: this.options.timeoutMs, deadline: call.deadline },
+      );
+    } catch (err) {
+      this.options.logger.warn({ err, subject, request_id: call.requestId }, 'bridge not reached');
+      throw failure();
+    }
+    if (!reply.ok) {
+      this.options.logger.warn({ subject, request_id: call.requestId, status: reply.error.status, code: reply.error.code, reason: reply.error.message }, 'bridge refused');
+      throw failure();
+    }
+    return reply.body ?? {};
+  }
+}
