@@ -2,6 +2,7 @@ import { ValidationError } from '@fleet/service-kit';
 import { fromBeforeClear } from '../src/domain/clears';
 import { bucketsFor, energyPoints, energyTotal, parseZone } from '../src/domain/energy';
 import { decodeCursor, encodeCursor, parseTime, planIntervals } from '../src/domain/query';
+import { storedRow } from '../src/domain/ingest-plan';
 import { deriveFields, parseRecord, QUARANTINE_REASONS } from '../src/domain/record';
 import { parseAck, parseLive } from '../src/domain/requests';
 import { summarizeRows, type SummaryRow } from '../src/domain/summary';
@@ -319,43 +320,10 @@ describe('acknowledgements and live answers', () => {
   });
 });
 
+/** The record as the store keeps it (its insert row) and reads it back (RecordRow). */
 function rowOf(r: ReturnType<typeof parseRecord>): RecordRow {
-  const d = deriveFields(r, null);
-  return {
-    arrival_seq: 1,
-    sid: r.sid,
-    seq: r.seq,
-    start_at: r.startAt,
-    time_quality: r.timeQuality,
-    duration_s: r.durationS,
-    reads_n: r.readsN,
-    reads_err: r.readsErr,
-    v_avg: r.v?.avg ?? null,
-    v_min: r.v?.min ?? null,
-    v_max: r.v?.max ?? null,
-    i_avg: r.i?.avg ?? null,
-    i_min: r.i?.min ?? null,
-    i_max: r.i?.max ?? null,
-    p_avg: r.p?.avg ?? null,
-    p_min: r.p?.min ?? null,
-    p_max: r.p?.max ?? null,
-    f_avg: r.f?.avg ?? null,
-    f_min: r.f?.min ?? null,
-    f_max: r.f?.max ?? null,
-    pf_avg: r.pf?.avg ?? null,
-    pf_min: r.pf?.min ?? null,
-    pf_max: r.pf?.max ?? null,
-    e_first_raw: r.eFirstRaw,
-    e_last_raw: r.eLastRaw,
-    ct_turns: r.ctTurns,
-    alarm_reads: r.alarmReads,
-    partial: r.partial,
-    energy_reset: d.energyReset,
-    meter_reconfigured: d.meterReconfigured,
-    quarantined: r.quarantined,
-    quarantine_reason: r.quarantineReason,
-    received_at: r.receivedAt,
-  };
+  const { device_id: _device, energy_used_wh: _energy, ...row } = storedRow(r, deriveFields(r, null));
+  return { arrival_seq: 1, ...row };
 }
 
 describe('records from before a clear', () => {
