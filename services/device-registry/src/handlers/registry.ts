@@ -10,7 +10,6 @@ import {
 } from '@fleet/contracts';
 import { transactionBy } from '@fleet/db';
 import {
-  ApiError,
   ConflictError,
   NotFoundError,
   ServiceUnavailableError,
@@ -22,14 +21,7 @@ import {
   type Logger,
 } from '@fleet/service-kit';
 import type { BrokerCredentials } from '@fleet/bridge-client';
-import {
-  decryptSettingsKey,
-  deriveBrokerPassword,
-  deriveSettingsKey,
-  encryptSettingsKey,
-  generateRootSecret,
-  sealSetting,
-} from '../domain/crypto';
+import { decryptSettingsKey, sealSetting } from '../domain/crypto';
 import {
   connectivityOf,
   deviceSummary,
@@ -41,22 +33,20 @@ import {
   type DeviceRecord,
 } from '../domain/device-view';
 import { isDeviceId, isProduct, NAME_MAX, nameLength } from '../domain/products';
-import { CREDENTIAL_FORMAT, parseProvisionBody, placeDevice } from '../domain/provision';
-import { orgForest, resolveMoveTarget, scopeOf, subtreeIds } from '../domain/scope';
+import { orgForest, resolveMoveTarget, scopeOf } from '../domain/scope';
 import {
   deleteDevice,
   findDevice,
   findDeviceInScope,
-  insertDevice,
   listDevicesInScope,
-  lockDeviceId,
   moveDevice,
   renameDevice,
   setAutomation,
 } from '../store/devices';
-import { allOrgNodes, orgNodesNamed } from '../store/orgs';
+import { allOrgNodes } from '../store/orgs';
 import type { RegistryDb } from '../store/prisma';
 import { recentTelemetry } from '../store/telemetry';
+import { planProvisioning, provisionDevice, provisionedAnswer } from '../use-cases/provision-device';
 import { DeviceAnnouncer, type ChangeAnnouncer, type DeviceChange } from './announcer';
 
 export interface RegistryDeps {
@@ -114,6 +104,7 @@ export function registryHandlers(deps: RegistryDeps): Record<RegistrySubject, Ha
   const now = deps.now ?? (() => new Date());
 
   const announcer = deps.announcer ?? new DeviceAnnouncer(bus.connection, deps.logger, now);
+  const provisioning = { db, broker, kek };
   const deviceChanged = (deviceId: string, change: DeviceChange): void => announcer.changed(deviceId, change);
 
   /** The named device within the caller's scope, read afresh (the envelope's summary may be cached). */
@@ -121,36 +112,6 @@ export function registryHandlers(deps: RegistryDeps): Record<RegistrySubject, Ha
     const device = await findDeviceInScope(db, deviceIdOf(req), scopeOf(req.principal));
     if (!device) throw new NotFoundError('Device not found.');
     return device;
-  }
-
-  /**
-   * Takes back the broker credential of a provisioning that did not commit. Under the device id's
-   * lock, and only while no record holds the id: a provisioning of the same id that committed
-   * meanwhile (a retry) owns the credential now. A cleanup, not the request's work: it runs on the
-   * bridge client's own timeout, after the request's deadline too.
-   */
-  async function withdrawCredential(requestId: string, deviceId: string, log: Logger): Promise<void> {
-    try {
-      await db.$transaction(
-        async (tx) => {
-          await lockDeviceId(tx, deviceId);
-          if (await tx.device.findUnique({ where: { deviceId }, select: { deviceId: true } })) {
-            log.warn({ device_id: deviceId }, 'a record holds the id now; its broker credential is kept');
-            return;
-          }
-          await broker.removeCredential({ requestId }, deviceId);
-        },
-        { timeout: 15_000, maxWait: 5_000 },
-      );
-    } catch (err) {
-      if (err instanceof ApiError) {
-        log.error({ err, device_id: deviceId }, 'could not remove the broker credential');
-        return;
-      }
-      // The database is out of reach, so nothing can commit for this id either: remove anyway.
-      log.error({ err, device_id: deviceId }, 'device lock unavailable; removing the broker credential without it');
-      await broker.removeCredential({ requestId }, deviceId).catch((e: unknown) => log.error({ err: e, device_id: deviceId }, 'could not remove the broker credential'));
-    }
   }
 
   return {
@@ -172,64 +133,10 @@ export function registryHandlers(deps: RegistryDeps): Record<RegistrySubject, Ha
     'registry.device.get': async (req) => ({ body: deviceView(await inScope(req), req.principal) }),
 
     'registry.device.provision': async (req, ctx) => {
-      const principal = req.principal as Principal | undefined;
-      const request = parseProvisionBody(req.params.device_id ?? '', req.body as Record<string, unknown> | undefined);
-      const scope = scopeOf(principal);
-
-      let candidates = request.org === undefined ? [] : await orgNodesNamed(db, request.org);
-      if (!scope.all && candidates.length > 0) {
-        const visible = subtreeIds(await allOrgNodes(db), scope.grants);
-        candidates = candidates.filter((c) => visible.has(c.id));
-      }
-      const orgNodeId = placeDevice(request.org, scope.all, candidates);
-
-      const rootSecret = request.source === 'generate' ? generateRootSecret() : request.rootSecret;
-      const brokerPassword = rootSecret !== undefined ? deriveBrokerPassword(rootSecret, request.deviceId, request.product) : (request.mqttPassword as string);
-      const settingsKeyCiphertext =
-        rootSecret !== undefined ? encryptSettingsKey(kek, request.deviceId, deriveSettingsKey(rootSecret, request.deviceId, request.product)) : null;
-
-      // A saga: the broker credential first, then the record, committed only until the request's
-      // deadline (after it the gateway may have answered 503). When the commit does not happen,
-      // the credential is taken back, so a 503 leaves nothing behind.
-      let brokerTouched = false;
-      try {
-        await transactionBy(
-          db,
-          ctx,
-          async (tx) => {
-            await lockDeviceId(tx, request.deviceId);
-            if (await tx.device.findUnique({ where: { deviceId: request.deviceId }, select: { deviceId: true } })) {
-              throw new ConflictError(`Device id ${request.deviceId} is already in use.`, 'conflict');
-            }
-            // From here the broker may hold the credential even when the call fails or times out.
-            brokerTouched = true;
-            await broker.setCredential({ requestId: req.request_id, deadline: ctx.deadline }, { device_id: request.deviceId, product: request.product, password: brokerPassword });
-            await insertDevice(tx, {
-              deviceId: request.deviceId,
-              product: request.product,
-              name: request.name ?? null,
-              orgNodeId,
-              credentialSource: request.source,
-              settingsKeyCiphertext,
-            });
-          },
-          { timeout: 15_000, maxWait: 5_000 },
-        );
-      } catch (err) {
-        if (!brokerTouched) throw err;
-        if (isDeadlineExceeded(err)) ctx.logger.warn({ device_id: request.deviceId }, 'provisioning missed its deadline; removing the broker credential');
-        else ctx.logger.error({ err, device_id: request.deviceId }, 'provisioning failed after the broker call; removing the broker credential');
-        await withdrawCredential(req.request_id, request.deviceId, ctx.logger);
-        if (err instanceof ApiError && err.code === 'broker_unavailable') throw err;
-        throw new ServiceUnavailableError('Provisioning could not be completed; nothing was stored. Retry shortly.');
-      }
-      deviceChanged(request.deviceId, 'provisioned');
-
-      const body: Record<string, unknown> = { device_id: request.deviceId, credential_format: CREDENTIAL_FORMAT, product: request.product };
-      if (request.source === 'generate') body.password = rootSecret;
-      if (request.name !== undefined) body.name = request.name;
-      if (request.org !== undefined) body.org = request.org;
-      return { status: 201, headers: { Location: `/v1/devices/${request.deviceId}` }, body };
+      const plan = await planProvisioning(provisioning, req.principal as Principal | undefined, req.params.device_id ?? '', req.body as Record<string, unknown> | undefined);
+      await provisionDevice(provisioning, plan, { requestId: req.request_id, window: ctx, logger: ctx.logger });
+      deviceChanged(plan.request.deviceId, 'provisioned');
+      return provisionedAnswer(plan);
     },
 
     'registry.device.remove': async (req, ctx) => {
