@@ -97,3 +97,4 @@ export async function createMigratedTestDb<Db extends { $disconnect(): Promise<v
 }
 
 export { BridgeStandIn } from './bridge-stand-in';
+export { answersNotUnavailable, cuttableDatabase, type CuttableDatabase, type Requester } from './store-outage';

@@ -7,10 +7,10 @@ import type { JetStreamClient } from 'nats';
 import type { RequestEnvelope } from '@fleet/contracts';
 import { BridgeClient } from '@fleet/bridge-client';
 import { ApiError, type Bus, DurablePullConsumer } from '@fleet/service-kit';
-import { BridgeStandIn, randomDeviceId, uniqueId, waitFor } from '@fleet/test-kit';
+import { answersNotUnavailable, BridgeStandIn, cuttableDatabase, randomDeviceId, uniqueId, waitFor } from '@fleet/test-kit';
 import { deviceInProcessor } from '../src/handlers/device-in';
 import { getReset, getSample, requestReset, requestSample, sendReport, type RequestDeps } from '../src/handlers/requests';
-import { serveMeter } from '../src/handlers/serve';
+import { METER_SUBJECTS, serveMeter } from '../src/handlers/serve';
 import { openMeterDb } from '../src/store/prisma';
 import { readSample } from '../src/store/requests';
 import { connectBus, createStream, createTestDb, deviceSends, envelope, logger, type TestDb } from './support';
@@ -227,13 +227,33 @@ describe('energy reset', () => {
 });
 
 describe('store outage', () => {
-  it('answers 503, not 500, when Postgres cannot be reached', async () => {
-    const down = openMeterDb('postgresql://postgres@127.0.0.1:1/fleet_meter_unreachable', 1);
+  it('answers 503, not 500, on every subject that needs Postgres while it is stopped; a report still goes out', async () => {
+    const proxy = await cuttableDatabase(testDb.url);
+    const db = openMeterDb(proxy.url, 2);
     const prefix = `${uniqueId('down')}.`;
-    serveMeter(bus, down, { ...deps, db: down }, prefix);
-    const reply = await bus.request(`${prefix}meter.interval.list`, envelope(randomDeviceId()));
-    expect(reply.ok).toBe(false);
-    expect(!reply.ok && [reply.error.status, reply.error.code]).toEqual([503, 'service_unavailable']);
-    await down.$disconnect();
+    serveMeter(bus, db, { ...deps, db }, prefix);
+    const dev = randomDeviceId();
+    online(dev);
+    try {
+      expect(await bus.request(`${prefix}meter.interval.list`, envelope(dev))).toMatchObject({ ok: true });
+      proxy.cut();
+      const token = (kind: 's' | 'r') => `${kind}_${'a'.repeat(22)}`;
+      const needDatabase: Record<Exclude<(typeof METER_SUBJECTS)[number], 'meter.report.send'>, RequestEnvelope> = {
+        'meter.interval.list': envelope(dev),
+        'meter.summary.get': envelope(dev),
+        'meter.energy.get': envelope(dev, { bucket: 'day' }),
+        'meter.sample.create': envelope(dev),
+        'meter.sample.get': envelope(dev, {}, { params: { token: token('s') } }),
+        'meter.reset.create': envelope(dev, {}, { body: { confirm: dev } }),
+        'meter.reset.get': envelope(dev, {}, { params: { token: token('r') } }),
+      };
+      const requests = Object.entries(needDatabase).map(([subject, env]) => ({ subject: `${prefix}${subject}`, envelope: env }));
+      expect(await answersNotUnavailable(bus, requests)).toEqual([]);
+      expect(await bus.request(`${prefix}meter.report.send`, envelope(dev))).toMatchObject({ ok: true, status: 202 });
+    } finally {
+      proxy.restore();
+      await db.$disconnect();
+      await proxy.close();
+    }
   });
 });

@@ -1,0 +1,86 @@
+/**
+ * "The database is stopped while the service runs", for one test file: a TCP proxy in front of
+ * the test database that the test can cut (every connection dropped, new ones refused) and
+ * restore, and the check every service's suite runs through it: each request subject the
+ * service serves answers 503 service_unavailable, within a bounded time, while its database is
+ * out of reach.
+ */
+import net from 'node:net';
+import type { ReplyEnvelope, RequestEnvelope } from '@fleet/contracts';
+
+export interface CuttableDatabase {
+  /** The database URL through the proxy (give it to the service's Prisma client). */
+  url: string;
+  /** Drops every open connection and refuses new ones, as a stopped Postgres does. */
+  cut(): void;
+  /** Accepts connections again. */
+  restore(): void;
+  close(): Promise<void>;
+}
+
+/** A proxy on a free local port in front of the database at `databaseUrl`. */
+export async function cuttableDatabase(databaseUrl: string): Promise<CuttableDatabase> {
+  const target = new URL(databaseUrl);
+  const sockets = new Set<net.Socket>();
+  let open = true;
+  const server = net.createServer((client) => {
+    if (!open) return void client.destroy();
+    const upstream = net.connect(Number(target.port || 5432), target.hostname);
+    for (const s of [client, upstream]) {
+      sockets.add(s);
+      s.on('close', () => sockets.delete(s));
+      s.on('error', () => {
+        client.destroy();
+        upstream.destroy();
+      });
+    }
+    client.pipe(upstream).pipe(client);
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const proxied = new URL(databaseUrl);
+  proxied.hostname = '127.0.0.1';
+  proxied.port = String((server.address() as net.AddressInfo).port);
+  return {
+    url: proxied.toString(),
+    cut: () => {
+      open = false;
+      for (const s of sockets) s.destroy();
+    },
+    restore: () => {
+      open = true;
+    },
+    close: async () => {
+      open = false;
+      for (const s of sockets) s.destroy();
+      await new Promise<void>((resolve) => server.close(() => resolve()));
+    },
+  };
+}
+
+/** What the check needs of a bus: one request, answered with the reply envelope. */
+export interface Requester {
+  request(subject: string, envelope: RequestEnvelope, options?: { timeoutMs?: number }): Promise<ReplyEnvelope>;
+}
+
+/**
+ * Sends every request and returns the ones not answered 503 service_unavailable within
+ * `withinMs` (empty when the service behaves), as `subject: what came back`.
+ */
+export async function answersNotUnavailable(bus: Requester, requests: Array<{ subject: string; envelope: RequestEnvelope }>, withinMs = 8000): Promise<string[]> {
+  const wrong: string[] = [];
+  for (const { subject, envelope } of requests) {
+    const started = Date.now();
+    let reply: ReplyEnvelope;
+    try {
+      reply = await bus.request(subject, envelope, { timeoutMs: withinMs });
+    } catch (err) {
+      wrong.push(`${subject}: no answer in ${withinMs} ms (${(err as Error).message})`);
+      continue;
+    }
+    const took = Date.now() - started;
+    if (reply.ok) wrong.push(`${subject}: ${reply.status}`);
+    else if (reply.error.status !== 503 || reply.error.code !== 'service_unavailable') wrong.push(`${subject}: ${reply.error.status} ${reply.error.code}`);
+    else if (took > withinMs) wrong.push(`${subject}: 503 after ${took} ms`);
+  }
+  return wrong;
+}
