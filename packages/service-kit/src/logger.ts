@@ -27,3 +27,12 @@ export function createLogger(service: string, level = 'info', instance?: string)
     timestamp: pino.stdTimeFunctions.isoTime,
   });
 }
+
+/**
+ * For a cleanup that runs while another failure is being handled (releasing a slot, rolling
+ * back a claim): its own failure must not replace that error, and must not vanish either. Use
+ * as `.catch(warnIfFails(logger, 'releasing the sample slot', { request_id }))`.
+ */
+export function warnIfFails(logger: Logger, what: string, bindings: Record<string, unknown> = {}): (err: unknown) => void {
+  return (err) => logger.warn({ ...bindings, err }, `${what} failed`);
+}

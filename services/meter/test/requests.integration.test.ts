@@ -104,7 +104,7 @@ describe('live reading', () => {
   it('sends sample>token=..., settles on the live answer, corrected for CT turns', async () => {
     const dev = randomDeviceId();
     online(dev);
-    const res = await requestSample(deps, envelope(dev));
+    const res = await requestSample(deps, envelope(dev), logger);
     expect(res.status).toBe(202);
     const body = res.body as { token: string; state: string; timeout_s: number; requested_at: string };
     expect(body).toMatchObject({ device_id: dev, state: 'pending', timeout_s: expect.any(Number) });
@@ -130,7 +130,7 @@ describe('live reading', () => {
   it('allows one request per meter per 10 seconds whoever asks', async () => {
     const dev = randomDeviceId();
     online(dev);
-    const outcomes = await Promise.allSettled([requestSample(deps, envelope(dev)), requestSample(deps, envelope(dev)), requestSample(deps, envelope(dev))]);
+    const outcomes = await Promise.allSettled([requestSample(deps, envelope(dev), logger), requestSample(deps, envelope(dev), logger), requestSample(deps, envelope(dev), logger)]);
     expect(outcomes.filter((o) => o.status === 'fulfilled')).toHaveLength(1);
     const refused = outcomes.filter((o): o is PromiseRejectedResult => o.status === 'rejected').map((o) => o.reason as ApiError);
     expect(refused.map((e) => [e.status, e.code])).toEqual([
@@ -144,7 +144,7 @@ describe('live reading', () => {
     const dev = randomDeviceId();
     connectivity.set(dev, { status: 'disconnected', status_changed_at: '2026-06-01T00:00:00.000Z', last_seen_at: '2026-05-31T23:59:00.000Z' });
     const before = bridge.published.length;
-    const err = await refusal(requestSample(deps, envelope(dev)));
+    const err = await refusal(requestSample(deps, envelope(dev), logger));
     expect([err.status, err.code]).toEqual([409, 'device_offline']);
     expect(err.options.extra).toEqual({ status: 'disconnected', status_changed_at: '2026-06-01T00:00:00.000Z', last_seen_at: '2026-05-31T23:59:00.000Z' });
     expect(bridge.published.length).toBe(before);
@@ -155,25 +155,25 @@ describe('live reading', () => {
     online(dev);
     bridge.mode = 'refuse';
     try {
-      const err = await refusal(requestSample(deps, envelope(dev)));
+      const err = await refusal(requestSample(deps, envelope(dev), logger));
       expect([err.status, err.code]).toEqual([503, 'publish_failed']);
     } finally {
       bridge.mode = 'ok';
     }
-    expect((await requestSample(deps, envelope(dev))).status).toBe(202);
+    expect((await requestSample(deps, envelope(dev), logger)).status).toBe(202);
   });
 
   it('ends failed with the meter’s reason, or no_reply after the timeout', async () => {
     const dev = randomDeviceId();
     online(dev);
-    const { token } = (await requestSample(deps, envelope(dev))).body as { token: string };
+    const { token } = (await requestSample(deps, envelope(dev), logger)).body as { token: string };
     await deviceSends(js, stream.prefix, dev, 'live', { token, error: 'busy' });
     await waitFor(async () => ((await getSample(deps, withParams(dev, { token }))).body as { state: string }).state === 'failed', { what: 'failed' });
     expect((await getSample(deps, withParams(dev, { token }))).body).toMatchObject({ state: 'failed', reason: 'busy', reading: null });
 
     const other = randomDeviceId();
     online(other);
-    const quiet = (await requestSample(deps, envelope(other))).body as { token: string };
+    const quiet = (await requestSample(deps, envelope(other), logger)).body as { token: string };
     const later = await readSample(testDb.db, other, quiet.token, new Date(Date.now() + 30_000));
     expect(later).toMatchObject({ state: 'no_reply', reason: null });
     // An answer after the outcome was final changes nothing.
@@ -187,7 +187,7 @@ describe('energy reset', () => {
   it('needs confirm equal to the device id', async () => {
     const dev = randomDeviceId();
     const before = bridge.published.length;
-    const err = await refusal(requestReset(deps, envelope(dev, {}, { body: { confirm: 'nope' } })));
+    const err = await refusal(requestReset(deps, envelope(dev, {}, { body: { confirm: 'nope' } }), logger));
     expect([err.status, err.code]).toEqual([409, 'confirmation_required']);
     expect(bridge.published.length).toBe(before);
   });
@@ -195,7 +195,7 @@ describe('energy reset', () => {
   it('is pending, then done, duplicate or failed by the acknowledgement; unmatched rejections show while pending', async () => {
     const dev = randomDeviceId();
     const start = async () => {
-      const res = await requestReset(deps, envelope(dev, {}, { body: { confirm: dev } }));
+      const res = await requestReset(deps, envelope(dev, {}, { body: { confirm: dev } }), logger);
       expect(res.status).toBe(202);
       const body = res.body as { token: string; payload: string; topic: string };
       expect(res.headers?.Location).toBe(`/v1/meter/devices/${dev}/resetenergy/${body.token}`);

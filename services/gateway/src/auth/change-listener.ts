@@ -1,5 +1,5 @@
 import { Client } from 'pg';
-import type { Logger } from '@fleet/service-kit';
+import { warnIfFails, type Logger } from '@fleet/service-kit';
 import { AUTH_CHANGES_CHANNEL } from '../store/partners';
 
 /**
@@ -52,6 +52,6 @@ export class AuthChangeListener {
   async stop(): Promise<void> {
     this.stopped = true;
     this.live = false;
-    await this.client?.end().catch(() => undefined);
+    await this.client?.end().catch(warnIfFails(this.logger, 'closing the auth change listener'));
   }
 }

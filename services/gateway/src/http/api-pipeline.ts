@@ -1,6 +1,6 @@
 import type { Request, Response } from 'express';
 import type { DeviceSummary, Principal } from '@fleet/contracts';
-import { ApiError, ForbiddenError, NotFoundError, RateLimitedError, ServiceUnavailableError, UnauthorizedError, ValidationError, fromEnvelopeError, type Bus, type Logger } from '@fleet/service-kit';
+import { ApiError, ForbiddenError, NotFoundError, RateLimitedError, ServiceUnavailableError, UnauthorizedError, ValidationError, fromEnvelopeError, warnIfFails, type Bus, type Logger } from '@fleet/service-kit';
 import { bearerToken, type Authenticator } from '../auth/authenticator';
 import { accountBody } from '../handlers/account';
 import { isValidIdempotencyKey, requestFingerprint, type IdempotencyStore, type StoredResponse } from '../idempotency';
@@ -85,7 +85,7 @@ export function apiPipeline(deps: PipelineDeps) {
       if (held) await dependency(deps.idempotency.complete(held.scope, held.key, held.fingerprint, outcome));
       writeOutcome(res, route, outcome, false);
     } catch (err) {
-      if (held) await deps.idempotency.release(held.scope, held.key).catch(() => undefined);
+      if (held) await deps.idempotency.release(held.scope, held.key).catch(warnIfFails(deps.logger, 'releasing the idempotency key', { request_id: requestId }));
       throw err;
     }
   };
@@ -161,12 +161,12 @@ async function runRoute(
   const changes = route.method !== 'GET';
   const waits = changes ? { outcomeGraceMs: deps.outcomeGraceMs ?? 0, commitWaitMs: deps.commitWaitMs ?? 0 } : {};
   const reply = await deps.bus.request(route.target.subject, envelope, waits).catch(async (err: unknown) => {
-    if (spent) await refund(deps, spent);
+    if (spent) await refund(deps, spent, requestId);
     throw err;
   });
   if (!reply.ok) {
     // A refused operation did not happen, so it does not spend from the route's limits.
-    if (spent) await refund(deps, spent);
+    if (spent) await refund(deps, spent, requestId);
     throw fromEnvelopeError(reply.error);
   }
   return { status: reply.status, headers: reply.headers ?? {}, body: reply.body };
@@ -190,8 +190,8 @@ interface Spent {
   receipt: string;
 }
 
-async function refund(deps: PipelineDeps, spent: Spent): Promise<void> {
-  await deps.limiter.refund(spent.windows, spent.receipt).catch(() => undefined);
+async function refund(deps: PipelineDeps, spent: Spent, requestId: string): Promise<void> {
+  await deps.limiter.refund(spent.windows, spent.receipt).catch(warnIfFails(deps.logger, 'refunding the limit windows', { request_id: requestId }));
 }
 
 async function spendLimitClasses(deps: PipelineDeps, route: RouteDef, principal: Principal, device?: DeviceSummary): Promise<Spent | undefined> {

@@ -1,6 +1,6 @@
 import type { RequestEnvelope } from '@fleet/contracts';
 import type { MessagePublisher, Published } from '@fleet/bridge-client';
-import { ConflictError, NotFoundError, RateLimitedError, fromEnvelopeError, type Bus, type HandlerResult } from '@fleet/service-kit';
+import { ConflictError, NotFoundError, RateLimitedError, fromEnvelopeError, warnIfFails, type Bus, type HandlerResult, type Logger } from '@fleet/service-kit';
 import { isToken, newToken, reportLine, resetLine, SAMPLE_TIMEOUT_S, sampleLine, sysExeTopic } from '../domain/requests';
 import type { MeterDb } from '../store/prisma';
 import { createReset, createSample, deleteReset, deleteSample, readReset, readSample, releaseSampleSlot, takeSampleSlot } from '../store/requests';
@@ -48,7 +48,7 @@ export async function sendReport(deps: RequestDeps, req: RequestEnvelope): Promi
   return { status: 202, body: { ...sent, command: 'report' } };
 }
 
-export async function requestSample(deps: RequestDeps, req: RequestEnvelope): Promise<HandlerResult> {
+export async function requestSample(deps: RequestDeps, req: RequestEnvelope, log: Logger): Promise<HandlerResult> {
   const deviceId = meterOf(req);
   const link = await connectivityOf(deps, req, deviceId);
   if (link.status !== 'connected') {
@@ -61,8 +61,8 @@ export async function requestSample(deps: RequestDeps, req: RequestEnvelope): Pr
   try {
     await publish(deps, req, sysExeTopic(deps.topicRoot, deviceId), sampleLine(token));
   } catch (err) {
-    await deleteSample(deps.db, token).catch(() => undefined);
-    await releaseSampleSlot(deps.db, deviceId, slot.requestedAt).catch(() => undefined);
+    await deleteSample(deps.db, token).catch(warnIfFails(log, 'forgetting the unsent live reading', { token }));
+    await releaseSampleSlot(deps.db, deviceId, slot.requestedAt).catch(warnIfFails(log, 'releasing the live reading slot', { device_id: deviceId }));
     throw err;
   }
   return {
@@ -80,7 +80,7 @@ export async function getSample(deps: RequestDeps, req: RequestEnvelope): Promis
   return { body: { ...view } };
 }
 
-export async function requestReset(deps: RequestDeps, req: RequestEnvelope): Promise<HandlerResult> {
+export async function requestReset(deps: RequestDeps, req: RequestEnvelope, log: Logger): Promise<HandlerResult> {
   const deviceId = meterOf(req);
   if ((req.body as { confirm?: unknown } | undefined)?.confirm !== deviceId) {
     throw new ConflictError("An energy reset is irreversible: send 'confirm' equal to the device id.", 'confirmation_required');
@@ -92,7 +92,7 @@ export async function requestReset(deps: RequestDeps, req: RequestEnvelope): Pro
   try {
     sent = await publish(deps, req, sysExeTopic(deps.topicRoot, deviceId), resetLine(token));
   } catch (err) {
-    await deleteReset(deps.db, token).catch(() => undefined);
+    await deleteReset(deps.db, token).catch(warnIfFails(log, 'forgetting the unsent energy reset', { token }));
     throw err;
   }
   return {

@@ -22,9 +22,9 @@ export function meterHandlers(db: MeterDb, deps: RequestDeps): Record<(typeof ME
     'meter.summary.get': (req) => getSummary(db, req),
     'meter.energy.get': (req) => getEnergy(db, req),
     'meter.report.send': (req) => sendReport(deps, req),
-    'meter.sample.create': (req) => requestSample(deps, req),
+    'meter.sample.create': (req, ctx) => requestSample(deps, req, ctx.logger),
     'meter.sample.get': (req) => getSample(deps, req),
-    'meter.reset.create': (req) => requestReset(deps, req),
+    'meter.reset.create': (req, ctx) => requestReset(deps, req, ctx.logger),
     'meter.reset.get': (req) => getReset(deps, req),
   };
 }
