@@ -5,6 +5,7 @@ import { routes } from '../services/gateway/src/routes/table';
 import type { JsonSchema, RouteDef } from '../services/gateway/src/routes/types';
 import { api, partnerWithKey } from './support/api';
 import { e2eFleet } from './support/fleet-env';
+import { DEVICE_ID_PATTERN } from '@fleet/device-protocol';
 
 /**
  * Malformed requests against the whole fleet, generated from the gateway's route table: every
@@ -507,7 +508,7 @@ function requestFor(route: RouteDef): fc.Arbitrary<WireRequest> {
  * would succeed (it is a valid request), so its confirm is changed.
  */
 function spareOwnDevices(req: WireRequest): WireRequest {
-  if (req.method !== 'DELETE' || !/^\/v1\/devices\/[0-9A-F]{12}(\?|$)/.test(req.target)) return req;
+  if (req.method !== 'DELETE' || !new RegExp(`^/v1/devices/${DEVICE_ID_PATTERN.slice(1, -1)}(\\?|$)`).test(req.target)) return req;
   const guarded = [world.light, world.meter];
   let target = req.target;
   for (const id of guarded) target = target.split(`confirm=${id}`).join(`confirm=${id.toLowerCase()}`);

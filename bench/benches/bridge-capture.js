@@ -17,6 +17,7 @@ const { performance } = require('node:perf_hooks');
 const mqtt = require('mqtt');
 const { connect: natsConnect, JSONCodec } = require('nats');
 const { startNatsServer, startDynsecBroker, loadOrCreateAdminPassword, freePort, ROOT } = require('@fleet/launcher');
+const { deriveBrokerPassword } = require('@fleet/device-protocol');
 const { memoryOf, cpuTimeMs, ownCpuTimeMs, machineBusyMs } = require('../lib/proc');
 
 const TARGET_RATIO = 0.5;
@@ -37,9 +38,9 @@ const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 const mean = (xs) => xs.reduce((a, b) => a + b, 0) / xs.length;
 const round = (x, digits = 0) => Math.round(x * 10 ** digits) / 10 ** digits;
 
-/** The device's broker password: HKDF-SHA256(root secret, device id, `<product>/mqtt/v1`, 16 bytes), hex (as device-sim and the registry derive it). */
+/** The device's broker password, derived as the device protocol says. */
 function brokerPassword(deviceId) {
-  return Buffer.from(crypto.hkdfSync('sha256', Buffer.from(ROOT_SECRET, 'ascii'), Buffer.from(deviceId, 'ascii'), Buffer.from(`${PRODUCT}/mqtt/v1`, 'ascii'), 16)).toString('hex');
+  return deriveBrokerPassword(ROOT_SECRET, deviceId, PRODUCT);
 }
 
 function writable(dir) {

@@ -3,7 +3,7 @@ import { EventEmitter } from 'node:events';
 import { connect, type IClientOptions, type MqttClient } from 'mqtt';
 import { SimClock, type Clock, type ScheduledTask } from './clock';
 import { assertBrokerPassword, assertDeviceId, assertRootSecret, deriveBrokerPassword, deriveSettingsKey, isSecretSettingKey, openSetting, type Product } from './credentials';
-import { ackLine, arg, parseSysCommand, type AckResult, type SysCommand } from './syscmd';
+import { ackLine, arg, parseSysCommand, type AckResult, type SysCommand } from '@fleet/device-protocol';
 
 /** A message the device received or sent, byte for byte. */
 export interface DeviceMessage {

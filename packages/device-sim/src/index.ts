@@ -17,4 +17,4 @@ export { SimulatedMeter, type MeterOptions, type SampleError, type SentRecord } 
 export { BAD_VALUE_KINDS, type BadValueKind, type ClockMode, type IntervalRecord, type LinkState, type LoadProfile, type Stat } from './meter-model';
 export { DevicePool, DevicePool as Fleet, type PoolDeviceOptions, type PoolOptions, type StartResult } from './pool';
 export { MqttProbe, clearRetained, type ProbeMessage } from './probe';
-export { ackLine, parseSysCommand, type AckResult, type SysCommand } from './syscmd';
+export { ackLine, parseSysCommand, type AckResult, type SysCommand } from '@fleet/device-protocol';

@@ -3,7 +3,7 @@ import type { ScheduledTask } from './clock';
 import type { Product } from './credentials';
 import { SimulatedDevice, type DeviceOptions } from './device';
 import { BAD_VALUE_KINDS, buildRecord, corrupt, defaultLoad, IntervalAcc, makeRead, round, type BadValueKind, type ClockMode, type IntervalRecord, type LinkState, type LoadProfile, type Read } from './meter-model';
-import { ackLine, arg, readableToken, type SysCommand } from './syscmd';
+import { ackLine, arg, readableToken, type SysCommand } from '@fleet/device-protocol';
 
 export type SampleError = 'busy' | 'config_mode' | 'unsupported' | 'rejected' | 'no_snapshot';
 

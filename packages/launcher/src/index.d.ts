@@ -67,8 +67,6 @@ export function startDynsecBroker(options: {
 }): Promise<DynsecBroker>;
 /** The broker admin password kept in dataDir (mode 0600), generated on first use. */
 export function loadOrCreateAdminPassword(dataDir: string): string;
-export const BRIDGE_ROLE: string;
-export const BRIDGE_ACLS: ReadonlyArray<{ acltype: string; topic: string; allow: boolean }>;
 
 export interface Backoff {
   initialMs: number;

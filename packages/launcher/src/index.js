@@ -4,7 +4,7 @@
 const { startFleet, restartDelay, DEFAULT_BACKOFF } = require('./fleet');
 const { freePort, accepting } = require('./ports');
 const { startNatsServer } = require('./nats');
-const { startDynsecBroker, loadOrCreateAdminPassword, BRIDGE_ROLE, BRIDGE_ACLS } = require('./mosquitto');
+const { startDynsecBroker, loadOrCreateAdminPassword } = require('./mosquitto');
 const services = require('./services');
 
 module.exports = {
@@ -16,7 +16,5 @@ module.exports = {
   startNatsServer,
   startDynsecBroker,
   loadOrCreateAdminPassword,
-  BRIDGE_ROLE,
-  BRIDGE_ACLS,
   ...services,
 };

@@ -20,16 +20,15 @@ const MOSQUITTO = process.env.MOSQUITTO_BIN ?? '/usr/sbin/mosquitto';
 const MOSQUITTO_CTRL = process.env.MOSQUITTO_CTRL_BIN ?? 'mosquitto_ctrl';
 const DYNSEC_PLUGIN = process.env.MOSQUITTO_DYNSEC_PLUGIN ?? '/usr/lib/x86_64-linux-gnu/mosquitto_dynamic_security.so';
 
-const BRIDGE_ROLE = 'fleet-bridge';
-/** ACLs of the bridge role (kept equal to what services/mqtt-bridge ensures on start). */
-const BRIDGE_ACLS = [
-  { acltype: 'publishClientSend', topic: '#', allow: true },
-  { acltype: 'publishClientReceive', topic: '#', allow: true },
-  { acltype: 'subscribePattern', topic: '#', allow: true },
-  { acltype: 'unsubscribePattern', topic: '#', allow: true },
-  { acltype: 'subscribePattern', topic: '$share/#', allow: true },
-  { acltype: 'unsubscribePattern', topic: '$share/#', allow: true },
-];
+/**
+ * The bridge role and its ACLs, as the device protocol package defines them (mqtt-bridge ensures
+ * the same on start). Read when a broker is started, not when this module loads: the staff CLI
+ * loads the launcher before a fresh clone is built.
+ */
+const bridgeRole = () => {
+  const { BRIDGE_ROLE, BRIDGE_ACLS } = require('@fleet/device-protocol');
+  return { BRIDGE_ROLE, BRIDGE_ACLS };
+};
 
 function dynsecFile(dataDir) {
   return path.join(dataDir, 'dynamic-security.json');
@@ -52,6 +51,7 @@ function loadOrCreateAdminPassword(dataDir) {
 
 /** Adds the bridge role to the plugin file and gives it to the admin client (broker stopped). */
 function ensureBridgeRole(file, adminUsername) {
+  const { BRIDGE_ROLE, BRIDGE_ACLS } = bridgeRole();
   const config = JSON.parse(fs.readFileSync(file, 'utf8'));
   config.roles ??= [];
   config.clients ??= [];
@@ -158,4 +158,4 @@ async function startDynsecBroker(options) {
   return { url: `mqtt://127.0.0.1:${port}`, port, adminUsername, adminPassword, pid: child.pid, dataDir, logFile, stop };
 }
 
-module.exports = { startDynsecBroker, loadOrCreateAdminPassword, BRIDGE_ROLE, BRIDGE_ACLS };
+module.exports = { startDynsecBroker, loadOrCreateAdminPassword };

@@ -3,6 +3,8 @@
  * the bridge's connectivity batches, in pure form. The store applies exactly these rules in one
  * set-based statement; this module is the reference the tests hold both to.
  */
+import { isDeviceId } from '@fleet/device-protocol';
+
 export type ConnectivityStatus = 'connected' | 'disconnected';
 
 export interface ConnectivityState {
@@ -39,7 +41,7 @@ export function parseBatch(payload: unknown): { events: ConnectivityEvent[]; rej
       ev !== null &&
       typeof ev === 'object' &&
       typeof ev.device_id === 'string' &&
-      /^[0-9A-F]{12}$/.test(ev.device_id) &&
+      isDeviceId(ev.device_id) &&
       (ev.kind === 'seen' || ev.kind === 'offline') &&
       typeof ev.at === 'string' &&
       !Number.isNaN(Date.parse(ev.at));

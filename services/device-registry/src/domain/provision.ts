@@ -1,11 +1,10 @@
 import { ValidationError } from '@fleet/service-kit';
-import { ROOT_SECRET_PATTERN } from './crypto';
+import { isBrokerPassword, isRootSecret } from '@fleet/device-protocol';
 import { isDeviceId, isProduct, NAME_MAX, nameLength, STAGING_NODE_ID, type Product } from './products';
 
 export type CredentialSource = 'generate' | 'root_secret' | 'mqtt_password';
 export const CREDENTIAL_SOURCES: readonly CredentialSource[] = ['generate', 'root_secret', 'mqtt_password'];
 export const CREDENTIAL_FORMAT = 'derived-v1';
-const MQTT_PASSWORD_PATTERN = /^[0-9a-f]{32}$/;
 const BODY_FIELDS = ['credential_format', 'credential_source', 'root_secret', 'mqtt_password', 'product', 'name', 'org'];
 
 /** A provisioning request that passed every rule of the spec's provision body. */
@@ -44,14 +43,14 @@ export function parseProvisionBody(deviceId: string, body: Record<string, unknow
   }
   if (source === 'root_secret') {
     if (b.root_secret === undefined) throw new ValidationError("missing required field 'root_secret' for credential_source 'root_secret'");
-    if (!isString(b.root_secret) || !ROOT_SECRET_PATTERN.test(b.root_secret)) {
+    if (!isRootSecret(b.root_secret)) {
       throw new ValidationError("invalid 'root_secret': must be 16 printable ASCII characters without whitespace");
     }
     out.rootSecret = b.root_secret;
   }
   if (source === 'mqtt_password') {
     if (b.mqtt_password === undefined) throw new ValidationError("missing required field 'mqtt_password' for credential_source 'mqtt_password'");
-    if (!isString(b.mqtt_password) || !MQTT_PASSWORD_PATTERN.test(b.mqtt_password)) {
+    if (!isBrokerPassword(b.mqtt_password)) {
       throw new ValidationError("invalid 'mqtt_password': must be 32 lowercase hexadecimal characters");
     }
     out.mqttPassword = b.mqtt_password;

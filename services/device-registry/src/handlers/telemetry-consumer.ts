@@ -1,4 +1,5 @@
 import type { NatsConnection } from 'nats';
+import { parseCaptureSubject } from '@fleet/device-protocol';
 import { DurablePullConsumer, type Logger } from '@fleet/service-kit';
 import type { RegistryDb } from '../store/prisma';
 import { insertTelemetry, type TelemetryRow } from '../store/telemetry';
@@ -9,10 +10,10 @@ export interface TelemetryConsumerOptions {
   filterSubject: string;
 }
 
-/** `dev.in.<product>.<device_id>.tele....`: the device id is the fourth token. */
+/** A `dev.in.<product>.<device_id>.tele....` message as a telemetry row; null for anything else. */
 export function telemetryRowOf(subject: string, headers: { get(name: string): string } | undefined, data: Uint8Array): TelemetryRow | null {
-  const deviceId = subject.split('.')[3];
-  if (!deviceId || !/^[0-9A-F]{12}$/.test(deviceId)) return null;
+  const deviceId = parseCaptureSubject(subject)?.deviceId;
+  if (!deviceId) return null;
   const topic = headers?.get('Mqtt-Topic') || '';
   const receivedAt = headers?.get('Received-At') || '';
   const createdAt = new Date(receivedAt);

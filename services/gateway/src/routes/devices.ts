@@ -1,6 +1,7 @@
 import { CHANNELS } from '@fleet/contracts';
 import { deviceIdParam, nameText } from './schemas';
 import type { JsonSchema, RouteDef } from './types';
+import { DEVICE_ID_PATTERN } from '@fleet/device-protocol';
 
 /** Routes owned by device-registry: devices, provisioning, removal, health, org tree and placement. */
 
@@ -10,7 +11,7 @@ export const deviceSchema: JsonSchema = {
   type: 'object',
   required: ['device_id', 'name', 'product'],
   properties: {
-    device_id: { type: 'string', pattern: '^[0-9A-F]{12}$' },
+    device_id: { type: 'string', pattern: DEVICE_ID_PATTERN },
     name: { type: ['string', 'null'], description: 'Display name, or null when none was given.' },
     product: { type: ['string', 'null'], enum: ['light', 'meter', null], description: '`light` or `meter`; null only for an unknown product.' },
     channels: {
@@ -70,7 +71,7 @@ const provisionAnswer: JsonSchema = {
   type: 'object',
   required: ['device_id', 'credential_format', 'product'],
   properties: {
-    device_id: { type: 'string', pattern: '^[0-9A-F]{12}$' },
+    device_id: { type: 'string', pattern: DEVICE_ID_PATTERN },
     credential_format: { type: 'string', enum: ['derived-v1'] },
     product: { type: 'string', enum: ['light', 'meter'] },
     password: {
@@ -88,7 +89,7 @@ const healthAnswer: JsonSchema = {
   type: 'object',
   required: ['device_id', 'status', 'status_changed_at', 'last_seen_at', 'telemetry'],
   properties: {
-    device_id: { type: 'string', pattern: '^[0-9A-F]{12}$' },
+    device_id: { type: 'string', pattern: DEVICE_ID_PATTERN },
     status: { type: ['string', 'null'], enum: ['connected', 'disconnected', null] },
     status_changed_at: dateTimeOrNull,
     last_seen_at: dateTimeOrNull,
@@ -278,7 +279,7 @@ export const deviceRoutes: RouteDef[] = [
         schema: {
           type: 'object',
           required: ['device_id', 'automation_enabled'],
-          properties: { device_id: { type: 'string', pattern: '^[0-9A-F]{12}$' }, automation_enabled: { type: 'boolean' } },
+          properties: { device_id: { type: 'string', pattern: DEVICE_ID_PATTERN }, automation_enabled: { type: 'boolean' } },
         },
       },
     },

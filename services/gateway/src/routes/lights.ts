@@ -1,6 +1,7 @@
 import { CHANNELS } from '@fleet/contracts';
 import { nameText } from './schemas';
 import type { ErrorSpec, JsonSchema, RouteDef } from './types';
+import { DEVICE_ID_PATTERN } from '@fleet/device-protocol';
 
 /** Routes owned by light-command: the predefined command catalog, raw commands, effects and state. */
 
@@ -64,7 +65,7 @@ const stateAnswer: JsonSchema = {
   type: 'object',
   required: ['device_id', 'state'],
   properties: {
-    device_id: { type: 'string', pattern: '^[0-9A-F]{12}$' },
+    device_id: { type: 'string', pattern: DEVICE_ID_PATTERN },
     state: {
       type: 'object',
       description: 'One entry per channel you may command that the light has reported.',

@@ -1,5 +1,6 @@
 import { CHANNELS, PERMISSIONS } from '@fleet/contracts';
 import type { JsonSchema } from './types';
+import { DEVICE_ID_PATTERN } from '@fleet/device-protocol';
 
 /** Response and body schemas shared by the route table and the OpenAPI document. */
 
@@ -63,6 +64,6 @@ export const accountSchema: JsonSchema = {
 
 export const deviceIdParam: JsonSchema = {
   type: 'string',
-  pattern: '^[0-9A-F]{12}$',
+  pattern: DEVICE_ID_PATTERN,
   description: '12 uppercase hexadecimal characters.',
 };

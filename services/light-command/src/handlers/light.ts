@@ -2,6 +2,7 @@ import type { Principal, RequestEnvelope, RequestSubject } from '@fleet/contract
 import { encodePayload, isChannel, stateLabel, type LightChannel } from '@fleet/light-wire';
 import { ForbiddenError, NotFoundError, ValidationError, type Bus, type HandlerContext, type HandlerResult, type Logger } from '@fleet/service-kit';
 import type { MessagePublisher } from '@fleet/bridge-client';
+import { commandTopic } from '@fleet/device-protocol';
 import { buildCommand, CATALOG, CommandInputError, describeCommand, findCommand } from '../domain/catalog';
 import { checkRawCommand } from '../domain/raw';
 import { grantOf, grantsOf } from '../store/grants';
@@ -47,7 +48,7 @@ function invalid(err: unknown): never {
 type Handler = (req: RequestEnvelope, ctx: HandlerContext) => Promise<HandlerResult>;
 
 export function lightHandlers(deps: LightDeps): Record<LightSubject, Handler> {
-  const topicOf = (deviceId: string, channel: LightChannel) => `${deps.topicRoot}/${deviceId}/cmd/${channel}`;
+  const topicOf = (deviceId: string, channel: LightChannel) => commandTopic(deps.topicRoot, deviceId, channel);
 
   return {
     async 'light.command.catalog'(req) {

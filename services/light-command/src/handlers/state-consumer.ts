@@ -1,4 +1,5 @@
 import type { NatsConnection } from 'nats';
+import { parseCaptureSubject } from '@fleet/device-protocol';
 import { isChannel } from '@fleet/light-wire';
 import { DurablePullConsumer, type Logger } from '@fleet/service-kit';
 import type { LightDb } from '../store/prisma';
@@ -11,13 +12,15 @@ export interface StateConsumerOptions {
 }
 
 /**
- * A light's state report from its DEVICE_IN message: the subject ends
- * `<device_id>.state.<channel>`; updated_at is the bridge's Received-At header.
+ * A light's state report from its DEVICE_IN message, `dev.in.light.<device_id>.state.<channel>`;
+ * updated_at is the bridge's Received-At header.
  */
 export function stateReportOf(subject: string, headers: { get(name: string): string } | undefined, data: Uint8Array): StateReport | null {
-  const tokens = subject.split('.');
-  const [deviceId, state, channel] = tokens.slice(-3);
-  if (tokens.length < 4 || state !== 'state' || !deviceId || !/^[0-9A-F]{12}$/.test(deviceId) || !isChannel(channel)) return null;
+  const captured = parseCaptureSubject(subject);
+  if (!captured || captured.direction !== 'in' || captured.product !== 'light') return null;
+  const [state, channel, ...rest] = captured.tokens;
+  const deviceId = captured.deviceId;
+  if (state !== 'state' || rest.length > 0 || !isChannel(channel)) return null;
   const updatedAt = new Date(headers?.get('Received-At') || '');
   if (Number.isNaN(updatedAt.getTime())) return null;
   return { deviceId, channel, payload: Buffer.from(data).toString('utf8'), updatedAt };

@@ -3,6 +3,7 @@ import { readMeterConfig } from '../config';
 import { MIGRATIONS_DIR } from '../migrations';
 import { openMeterDb } from '../store/prisma';
 import { clearDevice } from '../store/records';
+import { isDeviceId } from '@fleet/device-protocol';
 
 class AdminError extends Error {}
 
@@ -19,7 +20,7 @@ export function parseAdminArgs(argv: string[]): { command: 'clear'; deviceId: st
     else if (arg.startsWith('--device=')) deviceId = arg.slice('--device='.length);
     else throw new AdminError(`unknown option '${arg}'; ${USAGE}`);
   }
-  if (!deviceId || !/^[0-9A-F]{12}$/.test(deviceId)) throw new AdminError(`--device needs a device id (12 uppercase hexadecimal characters); ${USAGE}`);
+  if (!isDeviceId(deviceId)) throw new AdminError(`--device needs a device id (12 uppercase hexadecimal characters); ${USAGE}`);
   return { command: 'clear', deviceId };
 }
 

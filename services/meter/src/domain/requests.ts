@@ -1,5 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import { round6 } from './record';
+import { formatSysLine, METER_VERBS, parseAcknowledgement, readableToken } from '@fleet/device-protocol';
 
 /** Requests to the meter (report, sample, resetenergy): command lines, acknowledgements, live answers. Pure. */
 
@@ -16,12 +17,13 @@ export function newToken(prefix: 's' | 'r'): string {
   return `${prefix}_${randomBytes(10).toString('hex')}`;
 }
 
-export const isToken = (t: string): boolean => /^[A-Za-z0-9_.:-]{1,64}$/.test(t);
+/** A token a meter can read (device protocol: 1–64 of letters, digits and `_-.:`). */
+export const isToken = (t: string): boolean => readableToken(t);
 
-export const sysExeTopic = (root: string, deviceId: string): string => `${root}/${deviceId}/sys/exe`;
-export const reportLine = (): string => 'report>';
-export const sampleLine = (token: string): string => `sample>token=${token}`;
-export const resetLine = (token: string): string => `resetenergy>token=${token}`;
+export { sysExeTopic } from '@fleet/device-protocol';
+export const reportLine = (): string => formatSysLine('report');
+export const sampleLine = (token: string): string => formatSysLine('sample', [['token', token]]);
+export const resetLine = (token: string): string => formatSysLine('resetenergy', [['token', token]]);
 
 export interface Ack {
   verb: string;
@@ -36,12 +38,10 @@ export interface Ack {
  * carry `:<reason>`. Log lines (`log>...`) and anything else give null.
  */
 export function parseAck(line: string): Ack | null {
-  if (line.startsWith('log>')) return null;
-  const m = /^(report|sample|resetenergy)>(.*)>(ok|failed|applied|unknown|duplicate)(?::(.*))?$/s.exec(line);
-  if (!m) return null;
-  const [, verb, args, result, reason] = m as unknown as [string, string, string, string, string | undefined];
-  const tokenArg = args.split(';').find((part) => part.startsWith('token='));
-  return { verb, token: tokenArg ? tokenArg.slice('token='.length) : null, result, reason: result === 'failed' ? (reason ?? null) : null };
+  const ack = parseAcknowledgement(line);
+  if (!ack || !(METER_VERBS as readonly string[]).includes(ack.verb)) return null;
+  const tokenArg = ack.rawArgs.split(';').find((part) => part.startsWith('token='));
+  return { verb: ack.verb, token: tokenArg ? tokenArg.slice('token='.length) : null, result: ack.result, reason: ack.reason };
 }
 
 export interface LiveReading {

@@ -1,4 +1,5 @@
 import type { JsMsg } from 'nats';
+import { parseCaptureSubject } from '@fleet/device-protocol';
 import type { Logger } from '@fleet/service-kit';
 import { parseRecord, type ParsedRecord } from '../domain/record';
 import { parseAck, parseLive } from '../domain/requests';
@@ -6,7 +7,6 @@ import { ingestRecords } from '../store/ingest';
 import type { MeterDb } from '../store/prisma';
 import { noteUnmatchedRejection, sampleRequestedAt, settleReset, settleSample } from '../store/requests';
 
-const DEVICE_ID = /^[0-9A-F]{12}$/;
 /** Deliveries after which a message that fails on its own is dropped. */
 const MAX_DELIVERIES = 10;
 
@@ -20,13 +20,10 @@ export interface DeviceInMessage {
 
 /** Reads a DEVICE_IN message: `<prefix>dev.in.meter.<device_id>.<levels>`; null for anything else. */
 export function readDeviceIn(subject: string, prefix: string, payload: Uint8Array, receivedAtHeader: string | undefined, now = new Date()): DeviceInMessage | null {
-  if (!subject.startsWith(prefix)) return null;
-  const parts = subject.slice(prefix.length).split('.');
-  if (parts.length < 5 || parts[0] !== 'dev' || parts[1] !== 'in' || parts[2] !== 'meter') return null;
-  const deviceId = parts[3] as string;
-  if (!DEVICE_ID.test(deviceId)) return null;
+  const captured = parseCaptureSubject(subject, prefix);
+  if (!captured || captured.direction !== 'in' || captured.product !== 'meter') return null;
   const at = receivedAtHeader ? Date.parse(receivedAtHeader) : Number.NaN;
-  return { deviceId, kind: parts.slice(4).join('.'), payload, receivedAt: Number.isFinite(at) ? new Date(at) : now };
+  return { deviceId: captured.deviceId, kind: captured.tokens.join('.'), payload, receivedAt: Number.isFinite(at) ? new Date(at) : now };
 }
 
 /**

@@ -3,14 +3,11 @@
  * bridge's own role. Pure: builds command objects and reads responses.
  * Mosquitto 2.0.11 does not substitute %u/%c in ACLs, so every device gets its own role.
  */
-import { deviceSubtree, type Product, type TopicRoots } from './topics';
+import { deviceAcls as protocolDeviceAcls, type BrokerAcl } from '@fleet/device-protocol';
+import type { Product, TopicRoots } from './topics';
 
-export interface DynsecAcl {
-  acltype: 'publishClientSend' | 'publishClientReceive' | 'subscribePattern' | 'subscribeLiteral' | 'unsubscribePattern' | 'unsubscribeLiteral';
-  topic: string;
-  allow: boolean;
-  priority?: number;
-}
+export type DynsecAcl = BrokerAcl;
+export { BRIDGE_ACLS, BRIDGE_ROLE, deviceRoleName } from '@fleet/device-protocol';
 
 export type DynsecCommand = { command: string } & Record<string, unknown>;
 
@@ -21,26 +18,9 @@ export interface DynsecResponse {
   correlationData?: string;
 }
 
-export const BRIDGE_ROLE = 'fleet-bridge';
-
-/** What the bridge needs beyond the dynsec API: publish to devices, shared subscriptions (literal `$share/...` ACL). */
-export const BRIDGE_ACLS: DynsecAcl[] = [
-  { acltype: 'publishClientSend', topic: '#', allow: true },
-  { acltype: 'publishClientReceive', topic: '#', allow: true },
-  { acltype: 'subscribePattern', topic: '#', allow: true },
-  { acltype: 'unsubscribePattern', topic: '#', allow: true },
-  { acltype: 'subscribePattern', topic: '$share/#', allow: true },
-  { acltype: 'unsubscribePattern', topic: '$share/#', allow: true },
-];
-
-export function deviceRoleName(deviceId: string): string {
-  return `device-${deviceId}`;
-}
-
-/** A device may publish, receive, subscribe and unsubscribe only under <root>/<device_id>/#. */
+/** A device may publish, receive, subscribe and unsubscribe only under <root>/<device_id>/# (the protocol's ACL). */
 export function deviceAcls(roots: TopicRoots, product: Product, deviceId: string): DynsecAcl[] {
-  const topic = deviceSubtree(roots, product, deviceId);
-  return (['publishClientSend', 'publishClientReceive', 'subscribePattern', 'unsubscribePattern'] as const).map((acltype) => ({ acltype, topic, allow: true }));
+  return protocolDeviceAcls(roots[product], deviceId);
 }
 
 export const isAlreadyExists = (r: DynsecResponse): boolean => /already exists/i.test(r.error ?? '');

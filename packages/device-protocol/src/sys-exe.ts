@@ -1,4 +1,4 @@
-/** System command lines (`<r>/sys/exe`) and their acknowledgements (`<r>/sys/resp`), device protocol v1. */
+/** System command lines (`<r>/sys/exe`) and their acknowledgements (`<r>/sys/resp`), device protocol v1: what the platform sends and the device reads, and back. */
 
 export type AckResult = 'ok' | 'failed' | 'applied' | 'unknown' | 'duplicate';
 
@@ -47,3 +47,30 @@ export function readableToken(token: string | undefined): token is string {
 export const COMMON_VERBS = ['query', 'reboot', 'set', 'addfile', 'setcert', 'rmfile', 'ota_update', 'clearsettings', 'formatfs', 'factory_reset'] as const;
 export const METER_VERBS = ['report', 'sample', 'resetenergy'] as const;
 export type Verb = (typeof COMMON_VERBS)[number] | (typeof METER_VERBS)[number];
+
+/** A line the platform sends: `<verb>>` and the `k=v` pairs joined by `;` (`query>`, `sample>token=t1`). */
+export function formatSysLine(verb: Verb, args: ReadonlyArray<[string, string]> = []): string {
+  return `${verb}>${args.map(([k, v]) => `${k}=${v}`).join(';')}`;
+}
+
+export interface Acknowledgement {
+  /** The acknowledged line's verb. */
+  verb: string;
+  /** The acknowledged line's arguments as sent. */
+  rawArgs: string;
+  result: AckResult;
+  /** After `failed:`, if given. */
+  reason: string | null;
+}
+
+/**
+ * Reads a `sys/resp` acknowledgement: the line without its trailing `>`, then `>`, then the
+ * result (`failed` may carry `:<reason>`). Log lines (`log>...`) and anything else give null.
+ */
+export function parseAcknowledgement(line: string): Acknowledgement | null {
+  if (line.startsWith('log>')) return null;
+  const m = /^([a-z_]+)>(?:(.*)>)?(ok|failed|applied|unknown|duplicate)(?::(.*))?$/s.exec(line);
+  if (!m) return null;
+  const [, verb, rawArgs, result, reason] = m as unknown as [string, string, string | undefined, AckResult, string | undefined];
+  return { verb, rawArgs: rawArgs ?? '', result, reason: result === 'failed' ? (reason ?? null) : null };
+}

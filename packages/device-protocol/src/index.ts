@@ -1,0 +1,5 @@
+export * from './ids';
+export * from './credentials';
+export * from './topics';
+export * from './acl';
+export * from './sys-exe';

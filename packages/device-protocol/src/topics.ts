@@ -1,0 +1,78 @@
+/**
+ * Topics of device protocol v1 and the JetStream subjects the bridge captures them under
+ * (docs/protocol.md): `<root>/<device_id>/<levels...>`, one configurable root per product;
+ * DEVICE_IN subjects `dev.<in|out>.<product>.<device_id>.<levels as tokens>`.
+ */
+import { isDeviceId, PRODUCTS, type Product } from './ids';
+
+export type Direction = 'in' | 'out';
+
+/** The topic root of each product (defaults `light` and `meter`). */
+export interface TopicRoots {
+  light: string;
+  meter: string;
+}
+
+export const DEFAULT_TOPIC_ROOTS: TopicRoots = { light: 'light', meter: 'meter' };
+
+/** `<root>/<device_id>`: the device's own subtree, `<r>` in the protocol. */
+export const deviceBase = (root: string, deviceId: string): string => `${root}/${deviceId}`;
+
+/** Where system command lines go (QoS 2). */
+export const sysExeTopic = (root: string, deviceId: string): string => `${deviceBase(root, deviceId)}/sys/exe`;
+
+/** Where a light channel's wire payloads go (QoS 1). */
+export const commandTopic = (root: string, deviceId: string, channel: string): string => `${deviceBase(root, deviceId)}/cmd/${channel}`;
+
+export interface DeviceTopic {
+  product: Product;
+  deviceId: string;
+  /** The topic levels after <root>/<device_id>/ (at least one). */
+  levels: string[];
+}
+
+/**
+ * Splits `<root>/<device id>/<rest...>` for a known root; undefined for anything else
+ * (other roots, ids that are not 12 uppercase hex characters, nothing after the id).
+ */
+export function parseDeviceTopic(topic: string, roots: TopicRoots): DeviceTopic | undefined {
+  for (const product of PRODUCTS) {
+    const root = roots[product];
+    if (!topic.startsWith(`${root}/`)) continue;
+    const [deviceId, ...levels] = topic.slice(root.length + 1).split('/');
+    if (!isDeviceId(deviceId) || levels.length === 0) return undefined;
+    return { product, deviceId, levels };
+  }
+  return undefined;
+}
+
+/**
+ * A topic level as a NATS subject token: '.', '*', '>', whitespace (and other control
+ * characters) become '_'; an empty level is '_'.
+ */
+export function subjectToken(level: string): string {
+  // eslint-disable-next-line no-control-regex
+  const token = level.replace(/[.*>\s\x00-\x1f\x7f]/g, '_');
+  return token === '' ? '_' : token;
+}
+
+/** `<prefix>dev.<in|out>.<product>.<device_id>.<levels as tokens>`. */
+export function captureSubject(prefix: string, direction: Direction, topic: DeviceTopic): string {
+  return `${prefix}dev.${direction}.${topic.product}.${topic.deviceId}.${topic.levels.map(subjectToken).join('.')}`;
+}
+
+export interface CapturedSubject {
+  direction: Direction;
+  product: Product;
+  deviceId: string;
+  /** The topic levels as subject tokens. */
+  tokens: string[];
+}
+
+/** Reads a DEVICE_IN subject (after an optional prefix); undefined when it is not one. */
+export function parseCaptureSubject(subject: string, prefix = ''): CapturedSubject | undefined {
+  if (!subject.startsWith(prefix)) return undefined;
+  const [dev, direction, product, deviceId, ...tokens] = subject.slice(prefix.length).split('.');
+  if (dev !== 'dev' || (direction !== 'in' && direction !== 'out') || !PRODUCTS.includes(product as Product) || !isDeviceId(deviceId) || tokens.length === 0) return undefined;
+  return { direction, product: product as Product, deviceId, tokens };
+}
