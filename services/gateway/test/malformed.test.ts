@@ -315,6 +315,13 @@ describe('what the HTTP parser refuses', () => {
     expect(answer.body).toEqual({ error: expect.any(String), code: 'headers_too_large', request_id: answer.headers['x-request-id'] });
   });
 
+  it('lets a client that is still sending an oversized request read the 431 (a lingering close, not a reset)', async () => {
+    // Far past what socket buffers hold: the gateway answers while the client is still writing.
+    const answer = parse(await send(Buffer.from(`GET /v1/meter/devices/0123456789AB/energy?bucket=${'%F0%9F%98%80'.repeat(200_000)} HTTP/1.1\r\nHost: x\r\n\r\n`)));
+    expect(answer.status).toBe(431);
+    expect(answer.body.code).toBe('headers_too_large');
+  });
+
   it('answers broken framing (two different Content-Length headers) with 400', async () => {
     const answer = parse(await send(Buffer.from('POST /v1/x HTTP/1.1\r\nHost: x\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\nab')));
     expect(answer.status).toBe(400);

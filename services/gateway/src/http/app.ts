@@ -153,13 +153,20 @@ function parserRefusal(code: string | undefined): { status: number; reason: stri
   }
 }
 
+/** How long a connection refused by the HTTP parser is drained after its answer before it is closed. */
+const LINGER_MS = 2000;
+
 /**
  * Answers what Node's HTTP parser refuses (bytes not allowed in the request line or a header,
  * headers over the size limit, broken framing) with the same error body, X-Request-Id and
  * Cache-Control as every other answer, then closes the connection.
  */
 export function answerClientErrors(server: http.Server | https.Server): void {
+  const answered = new WeakSet<Duplex>();
   server.on('clientError', (err: NodeJS.ErrnoException, socket: Duplex) => {
+    // The parser reports again as the rest of a refused request arrives: the answer is out, and
+    // the connection is draining (below); destroying it now would reset it and lose the answer.
+    if (answered.has(socket)) return;
     // A response already on its way cannot be followed by another on the same connection.
     const inFlight = (socket as Duplex & { _httpMessage?: { headersSent?: boolean } })._httpMessage;
     if (err.code === 'ECONNRESET' || !socket.writable || inFlight?.headersSent) {
@@ -177,8 +184,15 @@ export function answerClientErrors(server: http.Server | https.Server): void {
       `Content-Length: ${Buffer.byteLength(body)}`,
       'Connection: close',
     ];
+    answered.add(socket);
     socket.end(`${head.join('\r\n')}\r\n\r\n${body}`);
-    // Whatever else the client sends is not read; the socket goes once the answer is out.
-    socket.once('finish', () => socket.destroy());
+    // A lingering close: what the client still sends (the rest of an oversized request) is read
+    // and dropped until it closes its side, for at most LINGER_MS. Closing with unread input
+    // would make the kernel reset the connection, and the client would lose the answer above.
+    socket.on('data', () => undefined);
+    socket.once('end', () => socket.destroy());
+    const linger = setTimeout(() => socket.destroy(), LINGER_MS);
+    linger.unref();
+    socket.once('close', () => clearTimeout(linger));
   });
 }
