@@ -287,7 +287,7 @@ export class SimulatedMeter extends SimulatedDevice {
   }
 
   private async sendRecord(rec: IntervalRecord, late: boolean): Promise<void> {
-    if (this.misbehaviour.silent || !this.client) {
+    if (this.misbehaviour.silent || !this.linked) {
       this.stats.suppressed++;
       return;
     }
