@@ -11,16 +11,14 @@
  *   other topics (raw MQTT) the caller's, default 1. Never retained unless asked.
  * - **Time**: a call gets no more than the request it serves has left (`deadline`), so nothing
  *   reaches the broker after the partner was told 503.
- * - **Contract**: bodies are checked against their schema before they are sent.
+ * - **Contract**: the bus checks bodies and replies against their schema (proto-schemas/bridge/).
  */
-import { checkReplyBody, checkRequestBody, type BridgeCredentialUpsertBody, type BridgeMessagePublishReply, type RequestSubject } from '@fleet/contracts';
-import { ServiceUnavailableError, type Bus, type Logger } from '@fleet/service-kit';
+import { ContractViolation, type BridgeCredentialUpsertBody, type BridgeMessagePublishReply, type SubjectsOf } from '@fleet/contracts';
+import { ServiceUnavailableError, type BodyOf, type Bus, type CallFor, type ReplyBodyOf, type RequestOf, type ServiceClientOptions } from '@fleet/service-kit';
 
-/** The request a call is made for: its id (for the logs) and its deadline (epoch ms), if any. */
-export interface CallFor {
-  requestId: string;
-  deadline?: number;
-}
+type BridgeSubject = SubjectsOf<'mqtt-bridge'>;
+
+export type { CallFor } from '@fleet/service-kit';
 
 /** What reached the broker, and when it took it. */
 export type Published = BridgeMessagePublishReply;
@@ -44,13 +42,7 @@ export interface MessagePublisher {
   publish(call: CallFor, message: OutgoingMessage): Promise<Published>;
 }
 
-export interface BridgeClientOptions {
-  /** Longest a call may take when its request has more time left (each service's BRIDGE_REQUEST_TIMEOUT_MS). */
-  timeoutMs: number;
-  logger: Logger;
-  /** Prefix of the bridge's subjects (tests that share a NATS server isolate themselves with it). */
-  subjectPrefix?: string;
-}
+export type BridgeClientOptions = ServiceClientOptions;
 
 /** The QoS the device protocol gives a topic, or undefined for topics it does not define. */
 export function protocolQos(topic: string): 0 | 1 | 2 | undefined {
@@ -81,26 +73,23 @@ export class BridgeClient implements BrokerCredentials, MessagePublisher {
 
   async publish(call: CallFor, message: OutgoingMessage): Promise<Published> {
     const body = { topic: message.topic, payload: message.payload, qos: protocolQos(message.topic) ?? message.qos ?? 1, retain: message.retain ?? false };
-    const reply = await this.call('bridge.message.publish', call, body, publishFailed);
-    try {
-      return checkReplyBody<Published>('bridge.message.publish', reply);
-    } catch (err) {
-      // The broker took the message; only the bridge's answer is malformed.
-      this.options.logger.error({ err, request_id: call.requestId }, 'bridge answered a publish with a malformed body');
-      return { topic: body.topic, payload: body.payload, sent_at: new Date().toISOString() };
-    }
+    const published = await this.call('bridge.message.publish', call, body, publishFailed);
+    // The bus checked the reply against its schema; a bridge that answered no body is a bug.
+    if (!published) throw new Error('the bridge answered a publish without its body');
+    return published;
   }
 
-  private async call(subject: RequestSubject, call: CallFor, body: Record<string, unknown>, failure: () => ServiceUnavailableError): Promise<unknown> {
-    checkRequestBody(subject, body);
+  private async call<S extends BridgeSubject>(subject: S, call: CallFor, body: BodyOf<S>, failure: () => ServiceUnavailableError): Promise<ReplyBodyOf<S> | undefined> {
     let reply;
     try {
       reply = await this.bus.request(
-        `${this.options.subjectPrefix ?? ''}${subject}`,
-        { request_id: call.requestId, params: {}, query: {}, body },
+        subject,
+        { request_id: call.requestId, params: {}, query: {}, body } as RequestOf<S>,
         { timeoutMs: this.options.timeoutMs, deadline: call.deadline },
       );
     } catch (err) {
+      // A body its schema refuses is the caller's bug, not an outage: it is not retried as a 503.
+      if (err instanceof ContractViolation) throw err;
       this.options.logger.warn({ err, subject, request_id: call.requestId }, 'bridge not reached');
       throw failure();
     }
@@ -108,6 +97,6 @@ export class BridgeClient implements BrokerCredentials, MessagePublisher {
       this.options.logger.warn({ subject, request_id: call.requestId, status: reply.error.status, code: reply.error.code, reason: reply.error.message }, 'bridge refused');
       throw failure();
     }
-    return reply.body ?? {};
+    return reply.body;
   }
 }

@@ -1,5 +1,5 @@
 import { Bus, createLogger, ServiceUnavailableError } from '@fleet/service-kit';
-import { BridgeStandIn, randomDeviceId, startPrivateNats, uniqueId, type PrivateNats } from '@fleet/test-kit';
+import { BridgeStandIn, randomDeviceId, startPrivateNats, uniqueId, type PrivateNats, rejectionOf } from '@fleet/test-kit';
 import { BridgeClient, protocolQos } from '../src';
 
 const logger = createLogger('bridge-client-test', 'silent');
@@ -24,15 +24,7 @@ afterAll(async () => {
 
 beforeEach(() => bridge.reset());
 
-async function failure(work: Promise<unknown>): Promise<ServiceUnavailableError> {
-  try {
-    await work;
-  } catch (err) {
-    if (err instanceof ServiceUnavailableError) return err;
-    throw err;
-  }
-  throw new Error('expected a 503');
-}
+const failure = (work: Promise<unknown>): Promise<ServiceUnavailableError> => rejectionOf(work, ServiceUnavailableError);
 
 describe('BridgeClient', () => {
   it('publishes with the QoS the device protocol gives the topic, never retained unless asked', async () => {

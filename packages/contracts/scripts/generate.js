@@ -34,6 +34,32 @@ function localRefs(node, titleById) {
   return out;
 }
 
+/**
+ * The payload types of each subject that names a schema: a request subject's body and reply,
+ * an event subject's payload. The typed bus (packages/service-kit) reads them, so a wrong body
+ * fails the type check.
+ */
+function subjectTypes(subjects, titleById) {
+  const typeOf = (id) => {
+    const title = titleById.get(id);
+    if (!title) throw new Error(`subjects.json names unknown schema ${id}`);
+    return `Types.${title}`;
+  };
+  const rows = (entries, key) =>
+    entries
+      .filter(([, def]) => def[key])
+      .map(([subject, def]) => `  '${subject}': ${typeOf(def[key])};`)
+      .join('\n');
+  const requests = Object.entries(subjects.requests);
+  return (
+    `/* Generated from proto-schemas/subjects.json. Do not edit. */\n` +
+    `import type * as Types from './types';\n\n` +
+    `/** Request bodies of the subjects that declare a 'body' schema. */\nexport interface RequestBodies {\n${rows(requests, 'body')}\n}\n\n` +
+    `/** Reply bodies of the subjects that declare a 'reply' schema. */\nexport interface ReplyBodies {\n${rows(requests, 'reply')}\n}\n\n` +
+    `/** Payloads of the event subjects. */\nexport interface EventPayloads {\n${rows(Object.entries(subjects.events), 'schema')}\n}\n`
+  );
+}
+
 async function main() {
   const files = findSchemas(schemaRoot).sort();
   const schemas = files.map((file) => JSON.parse(fs.readFileSync(file, 'utf8')));
@@ -62,8 +88,11 @@ async function main() {
       `export const requestSubjects = ${JSON.stringify(subjects.requests, null, 2)} as const;\n` +
       `export const eventSubjects = ${JSON.stringify(subjects.events, null, 2)} as const;\n` +
       `export type RequestSubject = keyof typeof requestSubjects;\n` +
-      `export type EventSubject = keyof typeof eventSubjects;\n`,
+      `export type EventSubject = keyof typeof eventSubjects;\n` +
+      `/** The request subjects a service serves (its 'owner' in subjects.json). */\n` +
+      `export type SubjectsOf<Owner extends string> = { [S in RequestSubject]: (typeof requestSubjects)[S]['owner'] extends Owner ? S : never }[RequestSubject];\n`,
   );
+  fs.writeFileSync(path.join(outDir, 'subject-types.ts'), subjectTypes(subjects, titleById));
 }
 
 main().catch((err) => {

@@ -1,7 +1,7 @@
 import Ajv2020, { type ValidateFunction, type ErrorObject } from 'ajv/dist/2020';
 import addFormats from 'ajv-formats';
 import { schemaBundle } from './generated/schemas';
-import { eventSubjects, requestSubjects, type EventSubject, type RequestSubject } from './generated/subjects';
+import { eventSubjects, requestSubjects, type EventSubject, type RequestSubject, type SubjectsOf } from './generated/subjects';
 import type { ReplyEnvelope, RequestEnvelope } from './generated/types';
 
 const SCHEMA_BASE = 'https://schemas.fleet.local/';
@@ -64,12 +64,18 @@ const schemaName = (id: string): string => id.slice(SCHEMA_BASE.length, -'.json'
  * they receive, so a body the owner would refuse fails where it is made.
  */
 export function checkRequestBody<T>(subject: RequestSubject, body: unknown): T {
-  const id = (requestSubjects[subject] as { body?: string }).body;
+  // A subject outside subjects.json (a test's own) has no schema.
+  const id = (requestSubjects as Record<string, { body?: string } | undefined>)[subject]?.body;
   return id ? check<T>(schemaName(id), body) : (body as T);
 }
 
 /** Checks a reply body against the `reply` schema its subject declares in subjects.json (if any). */
 export function checkReplyBody<T>(subject: RequestSubject, body: unknown): T {
-  const id = (requestSubjects[subject] as { reply?: string }).reply;
+  const id = (requestSubjects as Record<string, { reply?: string } | undefined>)[subject]?.reply;
   return id ? check<T>(schemaName(id), body) : (body as T);
+}
+
+/** The request subjects a service serves: those subjects.json gives it as owner. */
+export function subjectsOf<Owner extends string>(owner: Owner): SubjectsOf<Owner>[] {
+  return (Object.keys(requestSubjects) as RequestSubject[]).filter((s) => requestSubjects[s].owner === owner) as SubjectsOf<Owner>[];
 }

@@ -2,45 +2,21 @@ import { connect, createInbox, JSONCodec, type NatsConnection, type Subscription
 import CircuitBreaker from 'opossum';
 import {
   checkEvent,
+  checkReplyBody,
   checkReplyEnvelope,
+  checkRequestBody,
   checkRequestEnvelope,
+  ContractViolation,
   type EventSubject,
   type ReplyEnvelope,
-  type RequestEnvelope,
+  type RequestSubject,
 } from '@fleet/contracts';
-import { ApiError, DeadlineExceededError, ServiceUnavailableError, isDeadlineExceeded, isStoreOutage, toEnvelopeError } from './errors';
+import type { EventOf, HandlerResult, ReplyOf, RequestHandler, RequestOf, ServiceHandlers } from './bus-types';
+import { ApiError, DeadlineExceededError, ServiceUnavailableError, ValidationError, isDeadlineExceeded, isStoreOutage, toEnvelopeError } from './errors';
 import type { Logger } from './logger';
 
 const codec = JSONCodec<unknown>();
 
-/** What a handler answers on success; thrown ApiErrors become error replies. */
-export interface HandlerResult {
-  status?: number;
-  body?: Record<string, unknown>;
-  headers?: Record<string, string>;
-}
-
-export interface HandlerContext {
-  logger: Logger;
-  /**
-   * When the caller stops waiting for the outcome (epoch milliseconds): the envelope's
-   * `deadline`, or this service's own bus timeout from the request's arrival when the sender
-   * set none. Work for the request must not commit after it (packages/db `transactionBy`), and
-   * requests made on its behalf pass it on (`bus.request(..., { deadline })`).
-   */
-  deadline: number;
-  /** Milliseconds left until the deadline; 0 once it has passed. */
-  remainingMs(): number;
-  /**
-   * To be awaited right before the COMMIT of work for the request (packages/db `transactionBy`
-   * does): tells a caller that asked for it (the envelope's `commit_notice`) that the work may be
-   * stored from now on, so it waits for the outcome instead of answering that nothing happened.
-   * Resolves once the bus server has the notice.
-   */
-  beforeCommit(): Promise<void>;
-}
-
-export type RequestHandler = (request: RequestEnvelope, ctx: HandlerContext) => Promise<HandlerResult>;
 
 export interface BusOptions {
   servers: string;
@@ -48,6 +24,11 @@ export interface BusOptions {
   service: string;
   logger: Logger;
   requestTimeoutMs: number;
+  /**
+   * Put before every subject on the wire (serve, request, publish, subscribe): tests that share
+   * a NATS server isolate themselves with it. Default none.
+   */
+  subjectPrefix?: string;
 }
 
 export interface RequestOptions {
@@ -122,28 +103,39 @@ export class Bus {
     }
   }
 
+  /** The subject as it goes on the wire (after the test prefix, if any). */
+  private wire(subject: string): string {
+    return `${this.options.subjectPrefix ?? ''}${subject}`;
+  }
+
+  /** Serves every subject of a service's handler map (see ServiceHandlers). */
+  serveAll<S extends RequestSubject>(handlers: ServiceHandlers<S>): void {
+    for (const subject of Object.keys(handlers) as S[]) this.serve(subject, handlers[subject] as unknown as RequestHandler<S>);
+  }
+
   /** Serves a request subject; every replica of the service joins the same queue group. */
-  serve(subject: string, handler: RequestHandler): void {
+  serve<S extends RequestSubject>(subject: S, handler: RequestHandler<S>): void {
     const { logger, service } = this.options;
-    const sub = this.connection.subscribe(subject, {
+    const sub = this.connection.subscribe(this.wire(subject), {
       queue: service,
       callback: (err, msg) => {
         if (err) {
           logger.error({ err, subject }, 'subscription failed');
           return;
         }
-        void this.handle(subject, handler, msg.data).then((reply) => msg.respond(codec.encode(reply)));
+        void this.handle(subject, handler as unknown as RequestHandler, msg.data).then((reply) => msg.respond(codec.encode(reply)));
       },
     });
     this.subscriptions.push(sub);
   }
 
-  private async handle(subject: string, handler: RequestHandler, data: Uint8Array): Promise<ReplyEnvelope> {
+  private async handle(subject: RequestSubject, handler: RequestHandler, data: Uint8Array): Promise<ReplyEnvelope> {
     const arrived = Date.now();
     let log = this.options.logger.child({ subject });
     try {
-      const envelope = checkRequestEnvelope(codec.decode(data));
+      const envelope = checkRequestEnvelope(codec.decode(data)) as RequestOf<RequestSubject>;
       log = log.child({ request_id: envelope.request_id });
+      checkBody(subject, envelope.body);
       // A sender that set no deadline (a hand-made envelope) gets this service's own timeout.
       envelope.deadline ??= arrived + this.options.requestTimeoutMs;
       const deadline = envelope.deadline;
@@ -159,10 +151,7 @@ export class Bus {
         await this.connection.flush();
       };
       const result = await handler(envelope, { logger: log, deadline, remainingMs: () => Math.max(0, deadline - Date.now()), beforeCommit });
-      const reply: ReplyEnvelope = { ok: true, status: result.status ?? 200 };
-      if (result.headers) reply.headers = result.headers;
-      if (result.body !== undefined) reply.body = result.body;
-      return checkReplyEnvelope(reply);
+      return checkReplyEnvelope(replyOf(subject, result));
     } catch (err) {
       if (isDeadlineExceeded(err)) log.warn({ err }, 'deadline passed before the work was stored');
       else if (isStoreOutage(err)) log.warn({ err }, 'database unavailable');
@@ -180,7 +169,7 @@ export class Bus {
    * no reply by then, an open breaker, a deadline already passed or a malformed reply all
    * surface as ServiceUnavailableError.
    */
-  async request(subject: string, envelope: RequestEnvelope, options: RequestOptions = {}): Promise<ReplyEnvelope> {
+  async request<S extends RequestSubject>(subject: S, envelope: RequestOf<S>, options: RequestOptions = {}): Promise<ReplyOf<S>> {
     const now = Date.now();
     const deadline = Math.floor(
       Math.min(now + (options.timeoutMs ?? this.options.requestTimeoutMs), options.deadline ?? Infinity, envelope.deadline ?? Infinity),
@@ -192,10 +181,12 @@ export class Bus {
     const graceMs = Math.max(0, options.outcomeGraceMs ?? 0);
     const commitWaitMs = Math.max(0, options.commitWaitMs ?? 0);
     const notice = commitWaitMs > graceMs ? this.awaitNotice() : undefined;
+    // A body its subject's schema refuses is the caller's bug: it fails here, before anything is sent.
+    checkRequestBody(subject, envelope.body);
     const sent = checkRequestEnvelope({ ...envelope, deadline, ...(notice ? { commit_notice: notice.subject } : {}) });
     let raw: Uint8Array;
     try {
-      const reply = this.breakerFor(subject).fire(subject, codec.encode(sent), deadline - now + (notice ? commitWaitMs : graceMs));
+      const reply = this.breakerFor(subject).fire(this.wire(subject), codec.encode(sent), deadline - now + (notice ? commitWaitMs : graceMs));
       raw = notice ? await replyUnlessUncommitted(reply, deadline + graceMs - Date.now(), notice.received) : await reply;
     } catch (err) {
       this.options.logger.warn({ subject, err: describeBusError(err), request_id: envelope.request_id }, 'bus request failed');
@@ -204,7 +195,9 @@ export class Bus {
       if (notice) this.noticesAwaited.delete(notice.subject);
     }
     try {
-      return checkReplyEnvelope(codec.decode(raw));
+      const reply = checkReplyEnvelope(codec.decode(raw));
+      if (reply.ok && reply.body !== undefined) checkReplyBody(subject, reply.body);
+      return reply as ReplyOf<S>;
     } catch (err) {
       this.options.logger.error({ subject, err, request_id: envelope.request_id }, 'malformed reply');
       throw new ServiceUnavailableError();
@@ -249,18 +242,18 @@ export class Bus {
   }
 
   /** Publishes an event after checking it against its schema. */
-  publish<T>(subject: EventSubject, payload: T): void {
+  publish<S extends EventSubject>(subject: S, payload: EventOf<S>): void {
     checkEvent(subject, payload);
-    this.connection.publish(subject, codec.encode(payload));
+    this.connection.publish(this.wire(subject), codec.encode(payload));
   }
 
   /** Subscribes to an event subject; every replica receives every event (no queue group). */
-  subscribe<T>(subject: EventSubject, onEvent: (payload: T) => void): void {
-    const sub = this.connection.subscribe(subject, {
+  subscribe<S extends EventSubject>(subject: S, onEvent: (payload: EventOf<S>) => void): void {
+    const sub = this.connection.subscribe(this.wire(subject), {
       callback: (err, msg) => {
         if (err) return;
         try {
-          onEvent(checkEvent<T>(subject, codec.decode(msg.data)));
+          onEvent(checkEvent<EventOf<S>>(subject, codec.decode(msg.data)));
         } catch (e) {
           this.options.logger.warn({ subject, err: e }, 'dropped malformed event');
         }
@@ -274,6 +267,30 @@ export class Bus {
     for (const breaker of this.breakers.values()) breaker.shutdown();
     if (!this.connection.isClosed()) await this.connection.drain();
   }
+}
+
+/**
+ * Checks a request's body against its subject's schema: a body the schema refuses is a 400
+ * naming what is wrong, before the handler runs.
+ */
+function checkBody(subject: RequestSubject, body: unknown): void {
+  try {
+    checkRequestBody(subject, body);
+  } catch (err) {
+    if (err instanceof ContractViolation) throw new ValidationError(`Invalid body: ${err.details}`);
+    throw err;
+  }
+}
+
+/**
+ * The reply envelope of a handler's result. A body its subject's reply schema refuses is this
+ * service's bug: it is thrown (logged, answered 500) rather than sent to a caller that trusts it.
+ */
+function replyOf(subject: RequestSubject, result: HandlerResult): ReplyEnvelope {
+  const reply: ReplyEnvelope = { ok: true, status: result.status ?? 200 };
+  if (result.headers) reply.headers = result.headers;
+  if (result.body !== undefined) reply.body = checkReplyBody(subject, result.body);
+  return reply;
 }
 
 /**

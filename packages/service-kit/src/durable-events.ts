@@ -8,6 +8,7 @@
  */
 import { JSONCodec, headers as natsHeaders, type JsMsg, type NatsConnection } from 'nats';
 import { checkEvent, eventSubjects, type EventSubject } from '@fleet/contracts';
+import type { EventOf } from './bus-types';
 import type { Logger } from './logger';
 import { DurablePullConsumer } from './pull-consumer';
 import type { StreamPlan } from './streams';
@@ -45,7 +46,7 @@ export function eventStreamPlan(stream: string, prefix = ''): StreamPlan {
  * stored it. `id` (optional) lets JetStream drop a second publish of the same event within its
  * duplicate window (2 minutes), so a publish retried after a lost acknowledgement is kept once.
  */
-export async function publishDurable<T>(nc: NatsConnection, subject: EventSubject, payload: T, options: { id?: string; timeoutMs?: number; prefix?: string } = {}): Promise<void> {
+export async function publishDurable<S extends EventSubject>(nc: NatsConnection, subject: S, payload: EventOf<S>, options: { id?: string; timeoutMs?: number; prefix?: string } = {}): Promise<void> {
   streamOf(subject);
   checkEvent(subject, payload);
   const h = natsHeaders();
@@ -53,12 +54,12 @@ export async function publishDurable<T>(nc: NatsConnection, subject: EventSubjec
   await nc.jetstream().publish(`${options.prefix ?? ''}${subject}`, codec.encode(payload), { headers: h, timeout: options.timeoutMs ?? 5000 });
 }
 
-export interface DurableEventsOptions<T> {
-  subject: EventSubject;
+export interface DurableEventsOptions<S extends EventSubject> {
+  subject: S;
   /** The consumer's name, one per reading service (e.g. `light-command-device-events`): its position survives restarts. */
   durable: string;
   /** Handles one event; resolves once its effect is stored. A rejection redelivers it later. */
-  handle: (event: T, message: { subject: string; seq: number }) => Promise<void>;
+  handle: (event: EventOf<S>, message: { subject: string; seq: number }) => Promise<void>;
   logger: Logger;
   /** Subject prefix of tests that isolate themselves on a shared NATS server. */
   prefix?: string;
@@ -71,7 +72,7 @@ export interface DurableEventsOptions<T> {
  * time, acknowledging each once handled. Replicas of the service share the consumer (each event
  * is handled by one of them). An event that does not match its schema is logged and dropped.
  */
-export function durableEvents<T>(nc: NatsConnection, options: DurableEventsOptions<T>): DurablePullConsumer {
+export function durableEvents<S extends EventSubject>(nc: NatsConnection, options: DurableEventsOptions<S>): DurablePullConsumer {
   const { subject, logger } = options;
   return new DurablePullConsumer(nc, {
     stream: options.stream ?? streamOf(subject),
@@ -82,9 +83,9 @@ export function durableEvents<T>(nc: NatsConnection, options: DurableEventsOptio
     process: async (messages: JsMsg[]) => {
       const dropped = new Set<JsMsg>();
       for (const m of messages) {
-        let event: T;
+        let event: EventOf<S>;
         try {
-          event = checkEvent<T>(subject, codec.decode(m.data));
+          event = checkEvent<EventOf<S>>(subject, codec.decode(m.data));
         } catch (err) {
           logger.error({ err, subject: m.subject, seq: m.seq }, 'dropped a durable event that does not match its schema');
           dropped.add(m);

@@ -2,6 +2,8 @@ export * from './errors';
 export * from './logger';
 export * from './config';
 export * from './bus';
+export * from './bus-types';
+export * from './handler-context';
 export * from './health';
 export * from './runtime';
 export * from './pull-consumer';

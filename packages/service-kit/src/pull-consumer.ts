@@ -51,14 +51,22 @@ export class DurablePullConsumer {
     if (this.ensured) return;
     const { stream, durable, filterSubject, ackWaitS = 30 } = this.options;
     const jsm = await this.nc.jetstreamManager();
-    try {
-      await jsm.consumers.info(stream, durable);
-    } catch {
+    const existing = await jsm.consumers.info(stream, durable).catch(() => undefined);
+    // A consumer left by an earlier version with another filter (an event got a new version) is
+    // replaced by one that starts just after the last message the old one settled, so nothing
+    // is skipped; updating the filter in place is not reliable on every server version.
+    let startSeq: number | undefined;
+    if (existing && existing.config.filter_subject !== filterSubject) {
+      startSeq = existing.ack_floor.stream_seq + 1;
+      await jsm.consumers.delete(stream, durable).catch(() => undefined);
+      this.options.logger.info({ stream, durable, from: existing.config.filter_subject, to: filterSubject, startSeq }, 'consumer filter changed');
+    }
+    if (!existing || startSeq !== undefined) {
       try {
         await jsm.consumers.add(stream, {
           durable_name: durable,
           ack_policy: AckPolicy.Explicit,
-          deliver_policy: DeliverPolicy.All,
+          ...(startSeq === undefined ? { deliver_policy: DeliverPolicy.All } : { deliver_policy: DeliverPolicy.StartSequence, opt_start_seq: startSeq }),
           filter_subject: filterSubject,
           ack_wait: ackWaitS * 1_000_000_000,
           max_ack_pending: 20_000,

@@ -12,6 +12,8 @@ export interface RuntimeOptions {
   readiness?: Record<string, ReadinessCheck>;
   /** How long shutdown may take before the process exits anyway. */
   shutdownGraceMs?: number;
+  /** Put before every bus subject (tests that share a NATS server); see BusOptions.subjectPrefix. */
+  subjectPrefix?: string;
 }
 
 /**
@@ -36,7 +38,7 @@ export class ServiceRuntime {
   static async start(options: RuntimeOptions): Promise<ServiceRuntime> {
     const { service, config } = options;
     const logger = createLogger(service, config.LOG_LEVEL, config.SERVICE_INSTANCE);
-    const bus = await Bus.connect({ servers: config.NATS_URL, service, logger, requestTimeoutMs: config.BUS_REQUEST_TIMEOUT_MS });
+    const bus = await Bus.connect({ servers: config.NATS_URL, service, logger, requestTimeoutMs: config.BUS_REQUEST_TIMEOUT_MS, subjectPrefix: options.subjectPrefix });
     const health = new HealthServer({ bus: () => bus.isConnected, ...options.readiness });
     const runtime = new ServiceRuntime(service, logger, bus, health, options.shutdownGraceMs ?? 10_000);
     runtime.healthPort = await health.listen(config.HEALTH_PORT);

@@ -1,4 +1,5 @@
 import { JSONCodec } from 'nats';
+import { testSubject } from '@fleet/test-kit';
 import { Bus, DeadlineExceededError, createLogger, type HandlerContext } from '@fleet/service-kit';
 import type { ReplyEnvelope, RequestEnvelope } from '@fleet/contracts';
 
@@ -9,6 +10,7 @@ import type { ReplyEnvelope, RequestEnvelope } from '@fleet/contracts';
 const NATS_URL = process.env.NATS_URL ?? 'nats://127.0.0.1:4222';
 const logger = createLogger('bus-deadline-test', 'silent');
 const unique = `d${process.pid}${Date.now().toString(36)}`;
+const subject = (name: string) => testSubject(`${unique}.${name}`);
 const envelope = (extra: Partial<RequestEnvelope> = {}): RequestEnvelope => ({ request_id: 'req-d', params: {}, query: {}, ...extra });
 const codec = JSONCodec<unknown>();
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
@@ -28,7 +30,7 @@ afterAll(async () => {
 /** Serves a subject that records what its handler saw. */
 async function recorder(name: string, answer: (req: RequestEnvelope, ctx: HandlerContext) => Promise<Record<string, unknown>> = async () => ({})) {
   const seen: Array<{ req: RequestEnvelope; deadline: number; remaining: number }> = [];
-  const subject = `${unique}.${name}`;
+  const subject = testSubject(`${unique}.${name}`);
   server.serve(subject, async (req, ctx) => {
     seen.push({ req, deadline: ctx.deadline, remaining: ctx.remainingMs() });
     return { body: await answer(req, ctx) };
@@ -121,8 +123,8 @@ describe('request deadlines', () => {
   });
 
   it('answers a deadline that passed before the work was stored as 503, nothing stored', async () => {
-    const subjectA = `${unique}.commit.a`;
-    const subjectB = `${unique}.commit.b`;
+    const subjectA = subject('commit.a');
+    const subjectB = subject('commit.b');
     // packages/db's CommitDeadlineError carries this code; the kit does not depend on packages/db.
     server.serve(subjectA, async () => {
       throw Object.assign(new Error('rolled back at COMMIT'), { code: 'deadline_exceeded' });

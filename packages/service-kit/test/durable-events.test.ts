@@ -1,11 +1,12 @@
 import { connect, JSONCodec, type NatsConnection } from 'nats';
 import { createLogger, durableEvents, ensureStream, eventStreamPlan, publishDurable } from '@fleet/service-kit';
 import { startPrivateNats, waitFor, type PrivateNats } from '@fleet/test-kit';
+import type { DeviceChangedEvent } from '@fleet/contracts';
 
 let nats: PrivateNats;
 let nc: NatsConnection;
 const logger = createLogger('test', 'silent');
-const event = (device_id: string, change: string) => ({ device_id, change, at: new Date().toISOString() });
+const event = (device_id: string, change: DeviceChangedEvent['change']): DeviceChangedEvent => ({ device_id, change, at: new Date().toISOString() });
 
 beforeAll(async () => {
   nats = await startPrivateNats();
@@ -25,7 +26,7 @@ describe('durable events', () => {
   });
 
   it('refuses to publish an event that does not match its schema, and fails while its stream is missing', async () => {
-    await expect(publishDurable(nc, 'evt.registry.device.changed.v1', { device_id: 'nope' })).rejects.toThrow();
+    await expect(publishDurable(nc, 'evt.registry.device.changed.v1', { device_id: 'nope' } as unknown as DeviceChangedEvent)).rejects.toThrow();
     await expect(publishDurable(nc, 'evt.registry.device.changed.v1', event('0123456789AB', 'removed'), { timeoutMs: 500 })).rejects.toThrow();
   });
 
@@ -37,7 +38,7 @@ describe('durable events', () => {
     await publishDurable(nc, 'evt.registry.device.changed.v1', event('0123456789AB', 'removed'), { id: 'e2' });
     const seen: string[] = [];
     let failOnce = true;
-    const reader = durableEvents<{ change: string }>(nc, {
+    const reader = durableEvents(nc, {
       subject: 'evt.registry.device.changed.v1',
       durable: 'reader',
       logger,

@@ -48,4 +48,37 @@ describe('DurablePullConsumer', () => {
     expect(info.num_pending).toBe(0);
     expect(failOnce).toBe(false);
   });
+
+  it('keeps its position but reads what it is now told to when an earlier version left it with another filter', async () => {
+    const jsm = await nc.jetstreamManager();
+    await jsm.streams.add({ name: 'S2', subjects: ['ev.>'] });
+    const js = nc.jetstream();
+    const seen: string[] = [];
+    // Each version runs on its own connection, closed when it stops, as a process would.
+    const reader = async (filterSubject: string) => {
+      const conn = await connect({ servers: nats.url });
+      const consumer = new DurablePullConsumer(conn, {
+        stream: 'S2',
+        durable: 'reader',
+        filterSubject,
+        batch: 10,
+        logger: createLogger('test', 'silent'),
+        process: async (messages) => void seen.push(...messages.map((m) => m.subject)),
+      });
+      consumer.start();
+      return { stop: async () => (await consumer.stop(), await conn.close()) };
+    };
+    const old = await reader('ev.batch');
+    await js.publish('ev.batch', sc.encode('1'));
+    await waitFor(() => seen.length === 1, { timeoutMs: 10_000, what: 'the old version reading' });
+    await old.stop();
+    // Published while no reader runs: one by the old bridge, one by the new.
+    await js.publish('ev.batch', sc.encode('2'));
+    await js.publish('ev.batch.v1', sc.encode('3'));
+    const upgraded = await reader('ev.>');
+    await waitFor(() => seen.length === 3, { timeoutMs: 10_000, what: 'the new version reading both' });
+    await upgraded.stop();
+    expect(seen).toEqual(['ev.batch', 'ev.batch', 'ev.batch.v1']);
+    expect((await jsm.consumers.info('S2', 'reader')).config.filter_subject).toBe('ev.>');
+  });
 });

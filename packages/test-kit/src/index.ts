@@ -2,6 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { Client } from 'pg';
 import { dropDatabase, ensureDatabase, migrate } from '@fleet/db';
 import { startNatsServer } from '@fleet/launcher';
+import type { RequestSubject } from '@fleet/contracts';
 
 /** Where the local services are; tests take them from the environment, defaulting to this machine's. */
 export const testEnv = {
@@ -97,4 +98,24 @@ export async function createMigratedTestDb<Db extends { $disconnect(): Promise<v
 }
 
 export { BridgeStandIn } from './bridge-stand-in';
+export { RegistryStandIn } from './registry-stand-in';
+export { LightStandIn } from './light-stand-in';
 export { answersNotUnavailable, cuttableDatabase, type CuttableDatabase, type Requester } from './store-outage';
+
+/**
+ * A request subject that proto-schemas/subjects.json does not name, for tests of the bus itself
+ * and of the gateway's pipeline with route rows of their own. The typed bus takes only known
+ * subjects; this cast is the one door for a test's own, and it carries no body schema.
+ */
+export const testSubject = (name: string): RequestSubject => name as RequestSubject;
+
+/** The error `work` rejects with, when it is of `type`; fails the test when it resolves or rejects otherwise. */
+export async function rejectionOf<T extends Error>(work: Promise<unknown>, type: abstract new (...args: never[]) => T): Promise<T> {
+  try {
+    await work;
+  } catch (err) {
+    if (err instanceof type) return err;
+    throw err;
+  }
+  throw new Error(`expected a rejection with ${type.name}`);
+}

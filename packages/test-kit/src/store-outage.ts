@@ -6,7 +6,7 @@
  * out of reach.
  */
 import net from 'node:net';
-import type { ReplyEnvelope, RequestEnvelope } from '@fleet/contracts';
+import type { ReplyEnvelope, RequestEnvelope, RequestSubject } from '@fleet/contracts';
 
 export interface CuttableDatabase {
   /** The database URL through the proxy (give it to the service's Prisma client). */
@@ -59,14 +59,14 @@ export async function cuttableDatabase(databaseUrl: string): Promise<CuttableDat
 
 /** What the check needs of a bus: one request, answered with the reply envelope. */
 export interface Requester {
-  request(subject: string, envelope: RequestEnvelope, options?: { timeoutMs?: number }): Promise<ReplyEnvelope>;
+  request(subject: RequestSubject, envelope: RequestEnvelope, options?: { timeoutMs?: number }): Promise<ReplyEnvelope>;
 }
 
 /**
  * Sends every request and returns the ones not answered 503 service_unavailable within
  * `withinMs` (empty when the service behaves), as `subject: what came back`.
  */
-export async function answersNotUnavailable(bus: Requester, requests: Array<{ subject: string; envelope: RequestEnvelope }>, withinMs = 8000): Promise<string[]> {
+export async function answersNotUnavailable(bus: Requester, requests: Array<{ subject: RequestSubject; envelope: RequestEnvelope }>, withinMs = 8000): Promise<string[]> {
   const wrong: string[] = [];
   for (const { subject, envelope } of requests) {
     const started = Date.now();

@@ -14,7 +14,9 @@ const schema = baseConfigSchema.extend({
   /** How long a request to the bridge may take; below the gateway's bus timeout so a 503 is ours to give. */
   BRIDGE_REQUEST_TIMEOUT_MS: z.coerce.number().int().positive().default(2000),
   CONNECTIVITY_STREAM: z.string().default('DEVICE_EVENTS'),
-  CONNECTIVITY_SUBJECT: z.string().default('evt.bridge.connectivity.batch'),
+  // Every version of the bridge's connectivity batches (today .v1; the unversioned subject of
+  // earlier bridges too, so batches stored before an upgrade are still applied).
+  CONNECTIVITY_SUBJECT: z.string().default('evt.bridge.connectivity.>'),
   CONNECTIVITY_CONSUMER: z.string().default('registry-connectivity'),
   /** About 25 minutes without any report from a device disconnects it. */
   CONNECTIVITY_SILENCE_SECONDS: z.coerce.number().positive().default(1500),

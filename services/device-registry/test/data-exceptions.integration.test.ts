@@ -4,10 +4,10 @@
  */
 import { randomBytes } from 'node:crypto';
 import type { Principal, ReplyEnvelope } from '@fleet/contracts';
-import type { Bus } from '@fleet/service-kit';
+import type { Bus, RequestOf } from '@fleet/service-kit';
 import { randomDeviceId, uniqueId } from '@fleet/test-kit';
 import { BridgeClient } from '@fleet/bridge-client';
-import { serveRegistry } from '../src/handlers/registry';
+import { serveRegistry, type RegistrySubject } from '../src/handlers/registry';
 import { BridgeStandIn, connectBus, createTestDb, logger, principal, startPrivateNats, type PrivateNats, type TestDb } from './support';
 
 let nats: PrivateNats;
@@ -31,8 +31,8 @@ afterAll(async () => {
   await nats?.stop();
 });
 
-const call = (subject: string, p: Principal, parts: { params: Record<string, string>; body?: Record<string, unknown> }): Promise<ReplyEnvelope> =>
-  bus.request(subject, { request_id: uniqueId('req'), principal: p, params: parts.params, query: {}, ...(parts.body ? { body: parts.body } : {}) });
+const call = (subject: RegistrySubject, p: Principal, parts: { params: Record<string, string>; body?: Record<string, unknown> }): Promise<ReplyEnvelope> =>
+  bus.request(subject, { request_id: uniqueId('req'), principal: p, params: parts.params, query: {}, ...(parts.body ? { body: parts.body } : {}) } as RequestOf<RegistrySubject>);
 
 it('answers 400 validation_error when Postgres refuses a value of the request', async () => {
   const id = randomDeviceId();

@@ -5,12 +5,12 @@
  */
 import { randomBytes } from 'node:crypto';
 import { JSONCodec } from 'nats';
-import type { Principal, ReplyEnvelope } from '@fleet/contracts';
-import type { Bus } from '@fleet/service-kit';
+import { checkReplyEnvelope, type Principal, type ReplyEnvelope } from '@fleet/contracts';
+import type { Bus, RequestOf } from '@fleet/service-kit';
 import { randomDeviceId, uniqueId, waitFor } from '@fleet/test-kit';
 import { BridgeClient } from '@fleet/bridge-client';
 import { decryptSettingsKey, deriveBrokerPassword, deriveSettingsKey, openSetting } from '../src/domain/crypto';
-import { serveRegistry } from '../src/handlers/registry';
+import { serveRegistry, type RegistrySubject } from '../src/handlers/registry';
 import { createOrgNode } from '../src/store/orgs';
 import { insertTelemetry } from '../src/store/telemetry';
 import { BridgeStandIn, connectBus, createTestDb, logger, principal, startPrivateNats, type PrivateNats, type TestDb } from './support';
@@ -52,14 +52,24 @@ afterAll(async () => {
   await nats?.stop();
 });
 
-async function call(subject: string, p: Principal | undefined, parts: { params?: Record<string, string>; query?: Record<string, unknown>; body?: Record<string, unknown> } = {}): Promise<ReplyEnvelope> {
-  return bus.request(subject, {
-    request_id: uniqueId('req'),
-    ...(p ? { principal: p } : {}),
-    params: parts.params ?? {},
-    query: parts.query ?? {},
-    ...(parts.body ? { body: parts.body } : {}),
-  });
+type Parts = { params?: Record<string, string>; query?: Record<string, unknown>; body?: Record<string, unknown> };
+
+const envelopeOf = (p: Principal | undefined, parts: Parts) => ({
+  request_id: uniqueId('req'),
+  ...(p ? { principal: p } : {}),
+  params: parts.params ?? {},
+  query: parts.query ?? {},
+  ...(parts.body ? { body: parts.body } : {}),
+});
+
+async function call(subject: RegistrySubject, p: Principal | undefined, parts: Parts = {}): Promise<ReplyEnvelope> {
+  return bus.request(subject, envelopeOf(p, parts) as RequestOf<RegistrySubject>);
+}
+
+/** A request as a hand-made caller sends it, without the bus's own checks: what the registry itself answers. */
+async function raw(subject: RegistrySubject, parts: Parts): Promise<ReplyEnvelope> {
+  const reply = await bus.connection.request(subject, JSONCodec().encode(envelopeOf(undefined, parts)), { timeout: 3000 });
+  return checkReplyEnvelope(JSONCodec().decode(reply.data));
 }
 
 const ok = (r: ReplyEnvelope) => {
@@ -277,7 +287,22 @@ describe('connectivity for other services', () => {
       last_seen_at: null,
     });
     expect(err(await call('registry.device.connectivity', undefined, { body: { device_id: randomDeviceId() } })).status).toBe(404);
-    expect(err(await call('registry.device.connectivity', undefined, { body: { device_id: 'nope' } })).status).toBe(400);
+    expect(err(await raw('registry.device.connectivity', { body: { device_id: 'nope' } })).status).toBe(400);
+  });
+});
+
+describe('describing devices for other services', () => {
+  it('answers the known devices in id order with org node and automation, leaving unknown ids out', async () => {
+    const { id: lightId } = await provision(admin, { name: 'Hall' });
+    const { id: meterId } = await provision(admin, { product: 'meter' });
+    expect(ok(await call('registry.device.automation', admin, { params: { device_id: lightId }, body: { enabled: false } })).status).toBe(200);
+    const { devices } = ok(await call('registry.device.lookup', undefined, { body: { device_ids: [meterId, lightId, randomDeviceId()] } })).body as { devices: Array<Record<string, unknown>> };
+    const expected = [
+      { device_id: lightId, product: 'light', name: 'Hall', org_node: { id: 1, parent_id: null, name: expect.any(String) }, automation_enabled: false },
+      { device_id: meterId, product: 'meter', name: null, org_node: { id: 1, parent_id: null, name: expect.any(String) }, automation_enabled: false },
+    ].sort((a, b) => (a.device_id < b.device_id ? -1 : 1));
+    expect(devices).toEqual(expected);
+    expect(err(await raw('registry.device.lookup', { body: { device_ids: [] } })).status).toBe(400);
   });
 });
 
@@ -290,8 +315,8 @@ describe('sealing secret settings', () => {
     expect(openSetting(key, id, 'mqttPass', sealed.value)).toBe('hunter2');
     expect(() => openSetting(key, id, 'otherPass', sealed.value)).toThrow();
     expect(err(await call('registry.settings.seal', undefined, { body: { device_id: randomDeviceId(), key: 'k', value: 'v' } })).status).toBe(404);
-    expect(err(await call('registry.settings.seal', undefined, { body: { device_id: id, key: 'a|b', value: 'v' } }))).toMatchObject({ status: 400, code: 'validation_error' });
-    expect(err(await call('registry.settings.seal', undefined, { body: { device_id: id, key: 'k' } })).status).toBe(400);
+    expect(err(await raw('registry.settings.seal', { body: { device_id: id, key: 'a|b', value: 'v' } }))).toMatchObject({ status: 400, code: 'validation_error' });
+    expect(err(await raw('registry.settings.seal', { body: { device_id: id, key: 'k' } })).status).toBe(400);
   });
 });
 

@@ -7,7 +7,7 @@ import type { RequestEnvelope } from '@fleet/contracts';
 import { BridgeClient } from '@fleet/bridge-client';
 import type { Bus } from '@fleet/service-kit';
 import { answersNotUnavailable, cuttableDatabase, randomDeviceId, uniqueId, waitFor, type CuttableDatabase } from '@fleet/test-kit';
-import { REGISTRY_SUBJECTS, serveRegistry } from '../src/handlers/registry';
+import { REGISTRY_SUBJECTS, serveRegistry, type RegistrySubject } from '../src/handlers/registry';
 import { openRegistryDb, type RegistryDb } from '../src/store/prisma';
 import { BridgeStandIn, connectBus, createTestDb, logger, principal, startPrivateNats, type PrivateNats, type TestDb } from './support';
 
@@ -43,8 +43,8 @@ const device = { device_id: deviceId, product: 'light' as const, org_node_id: nu
 const envelope = (parts: Partial<RequestEnvelope>): RequestEnvelope => ({ request_id: uniqueId('req'), principal: admin, params: {}, query: {}, ...parts });
 
 /** One request per subject, each able to reach the database. */
-const requests = (): Array<{ subject: string; envelope: RequestEnvelope }> => {
-  const bySubject: Record<(typeof REGISTRY_SUBJECTS)[number], RequestEnvelope> = {
+const requests = (): Array<{ subject: RegistrySubject; envelope: RequestEnvelope }> => {
+  const bySubject: Record<RegistrySubject, RequestEnvelope> = {
     'registry.scope.resolve': envelope({ params: { device_id: deviceId } }),
     'registry.device.list': envelope({}),
     'registry.device.get': envelope({ params: { device_id: deviceId }, device }),
@@ -56,9 +56,10 @@ const requests = (): Array<{ subject: string; envelope: RequestEnvelope }> => {
     'registry.device.automation': envelope({ params: { device_id: deviceId }, device, body: { enabled: true } }),
     'registry.org.tree': envelope({}),
     'registry.device.connectivity': envelope({ principal: undefined, body: { device_id: deviceId } }),
+    'registry.device.lookup': envelope({ principal: undefined, body: { device_ids: [deviceId] } }),
     'registry.settings.seal': envelope({ principal: undefined, body: { device_id: deviceId, key: 'wifiPass', value: 'x' } }),
   };
-  return Object.entries(bySubject).map(([subject, env]) => ({ subject, envelope: env }));
+  return (Object.keys(bySubject) as RegistrySubject[]).map((subject) => ({ subject, envelope: bySubject[subject] }));
 };
 
 it('answers 503 on every subject while its database is stopped, and works again once it is back', async () => {

@@ -1,4 +1,5 @@
 import type { Redis } from 'ioredis';
+import { RegistryClient } from '@fleet/registry-client';
 import type { Bus, Logger } from '@fleet/service-kit';
 import type { Authenticator } from './auth/authenticator';
 import type { GatewayConfig } from './config';
@@ -14,15 +15,13 @@ import { ScopeResolver } from './scope/scope-resolver';
 export interface GatewayParts {
   config: Pick<
     GatewayConfig,
-    'REDIS_KEY_PREFIX' | 'GATEWAY_REQUIRE_TLS' | 'TRUSTED_PROXIES' | 'PUBLIC_BASE_URL' | 'CONFIG_MUTATIONS_PER_MIN' | 'DESTRUCTIVE_PER_HOUR' | 'DEVICE_COMMAND_CEILING_PER_MIN' | 'BUS_OUTCOME_GRACE_MS' | 'BUS_COMMIT_WAIT_MS'
+    'REDIS_KEY_PREFIX' | 'GATEWAY_REQUIRE_TLS' | 'TRUSTED_PROXIES' | 'PUBLIC_BASE_URL' | 'CONFIG_MUTATIONS_PER_MIN' | 'DESTRUCTIVE_PER_HOUR' | 'DEVICE_COMMAND_CEILING_PER_MIN' | 'BUS_OUTCOME_GRACE_MS' | 'BUS_COMMIT_WAIT_MS' | 'BUS_REQUEST_TIMEOUT_MS'
   >;
   routes: RouteDef[];
   authenticator: Authenticator;
   redis: Redis;
   bus: Bus;
   logger: Logger;
-  /** The registry subject that resolves device scope (overridable so tests can stand in for the registry). */
-  scopeSubject?: string;
 }
 
 /** Wires the express app from the route table and its collaborators. */
@@ -41,7 +40,7 @@ export function createGatewayApp(parts: GatewayParts) {
         deviceCeilingPerMin: config.DEVICE_COMMAND_CEILING_PER_MIN,
       },
       idempotency: new IdempotencyStore(redis, { keyPrefix: `${config.REDIS_KEY_PREFIX}idem:` }),
-      scope: new ScopeResolver(bus, parts.scopeSubject),
+      scope: new ScopeResolver(bus, new RegistryClient(bus, { timeoutMs: config.BUS_REQUEST_TIMEOUT_MS, logger: logger.child({ component: 'registry' }) })),
       bus,
       logger: logger.child({ component: 'http' }),
       outcomeGraceMs: config.BUS_OUTCOME_GRACE_MS,

@@ -2,7 +2,7 @@ import http from 'node:http';
 import net from 'node:net';
 import type { AddressInfo } from 'node:net';
 import { gzipSync } from 'node:zlib';
-import { uniqueId } from '@fleet/test-kit';
+import { testSubject, uniqueId } from '@fleet/test-kit';
 import { answerClientErrors } from '../src/http/app';
 import { isJsonMediaType, MAX_BODY_DEPTH } from '../src/http/request-validation';
 import { routes as realRoutes } from '../src/routes/table';
@@ -14,7 +14,7 @@ import { call, startTestGateway, type CallResult, type TestGateway } from './sup
 // Malformed requests on synthetic routes whose owners are NATS responders of this file: every
 // one is a 4xx with the error body, never a 5xx, and never reaches the owner.
 const run = uniqueId('m');
-const subject = (name: string) => `test.${run}.${name}`;
+const subject = (name: string) => testSubject(`test.${run}.${name}`);
 const testRoutes: RouteDef[] = [
   ...realRoutes.filter((r) => r.path === '/v1/account'),
   {

@@ -1,3 +1,4 @@
+import { testSubject } from '@fleet/test-kit';
 import SwaggerParser from '@apidevtools/swagger-parser';
 import { buildOpenApiDocument, deriveErrors } from '../src/openapi';
 import { deviceIdParam, errorSchema } from '../src/routes/schemas';
@@ -21,7 +22,7 @@ const synthetic: RouteDef[] = [
     tag: 'Light commands',
     summary: 'Send a raw command to a light channel',
     permission: 'raw_commands',
-    target: { subject: 'lights.command' },
+    target: { subject: testSubject('lights.command') },
     device: { product: 'light' },
     params: { device_id: deviceIdParam },
     body: {
@@ -47,7 +48,7 @@ const synthetic: RouteDef[] = [
     summary: 'Interval records of a meter',
     description: 'Records oldest first, cursor-paginated.',
     permission: 'energy_read',
-    target: { subject: 'meter.intervals' },
+    target: { subject: testSubject('meter.intervals') },
     device: { product: 'meter' },
     query: {
       properties: {
@@ -66,7 +67,7 @@ const synthetic: RouteDef[] = [
     tag: 'Devices',
     summary: 'Remove a device',
     permission: 'device_removal',
-    target: { subject: 'registry.remove' },
+    target: { subject: testSubject('registry.remove') },
     device: {},
     query: { properties: { confirm: { type: 'string' } } },
     body: { type: 'object', properties: { confirm: { type: 'string' } } },
@@ -82,7 +83,7 @@ const synthetic: RouteDef[] = [
     tag: 'Devices',
     summary: 'Provision a device',
     permission: 'device_provisioning',
-    target: { subject: 'registry.provision' },
+    target: { subject: testSubject('registry.provision') },
     params: { device_id: deviceIdParam },
     body: { type: 'object', required: ['credential_format'], properties: { credential_format: { type: 'string', enum: ['derived-v1'] } } },
     idempotent: true,
@@ -96,7 +97,7 @@ const synthetic: RouteDef[] = [
     tag: 'Configuration',
     summary: 'Update an alert profile',
     permission: 'profile_manage',
-    target: { subject: 'config.profile.update' },
+    target: { subject: testSubject('config.profile.update') },
     params: { profile_id: { type: 'integer', minimum: 1 } },
     body: { type: 'object', properties: { name: { type: 'string' } } },
     limits: ['config_mutation'],
@@ -113,7 +114,7 @@ const synthetic: RouteDef[] = [
     tag: 'Devices',
     summary: 'A deprecated listing',
     permission: null,
-    target: { subject: 'registry.legacy' },
+    target: { subject: testSubject('registry.legacy') },
     responses: { 200: { description: 'Things', schema: { type: 'object' } } },
     deprecated: { sunset: '2027-06-01', link: 'https://example.invalid/deprecations/things' },
   },

@@ -1,5 +1,5 @@
 import { ConflictError, NotFoundError } from '@fleet/service-kit';
-import { randomDeviceId, uniqueId } from '@fleet/test-kit';
+import { randomDeviceId, testSubject, uniqueId } from '@fleet/test-kit';
 import type { DeviceSummary, RequestEnvelope } from '@fleet/contracts';
 import { routes as realRoutes } from '../src/routes/table';
 import type { RouteDef } from '../src/routes/types';
@@ -8,7 +8,7 @@ import { call, startTestGateway, type TestGateway } from './support/harness';
 // Synthetic rows exercise every pipeline behaviour the domain routes will rely on; their
 // owners are real NATS responders registered by this file.
 const run = uniqueId('p');
-const subject = (name: string) => `test.${run}.${name}`;
+const subject = (name: string) => testSubject(`test.${run}.${name}`);
 const ok = { 200: { description: 'ok' } };
 const testRoutes: RouteDef[] = [
   ...realRoutes.filter((r) => r.path === '/v1/account'),
@@ -51,12 +51,12 @@ let createDelayMs = 0;
 beforeAll(async () => {
   gw = await startTestGateway(testRoutes, { CONFIG_MUTATIONS_PER_MIN: '2', DESTRUCTIVE_PER_HOUR: '1', DEVICE_COMMAND_CEILING_PER_MIN: '3' });
   const record = (name: string, req: RequestEnvelope) => (calls[name] ??= []).push(req);
-  gw.bus.serve(gw.scopeSubject, async (req) => {
+  gw.bus.serve('registry.scope.resolve', async (req) => {
     const device = devices.get(req.params.device_id ?? '');
     const principal = req.principal;
     const visible = device && principal && (principal.permissions.includes('access_all_devices') || principal.org_grants.includes(device.org_node_id ?? -1));
     if (!visible) throw new NotFoundError('Device not found.');
-    return { body: device as unknown as Record<string, unknown> };
+    return { body: device };
   });
   gw.bus.serve(subject('thing.create'), async (req) => {
     record('create', req);

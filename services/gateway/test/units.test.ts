@@ -1,3 +1,4 @@
+import { testSubject } from '@fleet/test-kit';
 import { bearerToken, Authenticator } from '../src/auth/authenticator';
 import { generateApiKey, hashSecret, parseApiKey, secretMatches } from '../src/domain/api-key';
 import { parseChannels, parsePermissions, permissionMap } from '../src/domain/partner-settings';
@@ -6,7 +7,7 @@ import type { RouteDef } from '../src/routes/types';
 import type { KeyWithPartner } from '../src/store/partners';
 
 const route = (method: RouteDef['method'], path: string): RouteDef => ({
-  method, path, operationId: `${method}${path}`, tag: 't', summary: 's', permission: null, target: { subject: 'x' }, responses: {},
+  method, path, operationId: `${method}${path}`, tag: 't', summary: 's', permission: null, target: { subject: testSubject('x') }, responses: {},
 });
 
 describe('RouteMatcher', () => {

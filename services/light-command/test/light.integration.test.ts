@@ -5,7 +5,7 @@ import { BridgeStandIn, randomDeviceId, uniqueId, waitFor } from '@fleet/test-ki
 import { AdminError, runAdminCommand } from '../src/admin/commands';
 import { BridgeClient } from '@fleet/bridge-client';
 import { forgetRemovedDevices } from '../src/handlers/device-events';
-import { serveLight } from '../src/handlers/light';
+import { serveLight, type LightSubject } from '../src/handlers/light';
 import { stateConsumer } from '../src/handlers/state-consumer';
 import type { DurablePullConsumer } from '@fleet/service-kit';
 import { connectBus, createTestDb, logger, principal, startPrivateNats, type PrivateNats, type TestDb } from './support';
@@ -50,7 +50,7 @@ beforeEach(() => {
 const light = (id = randomDeviceId()) => ({ device_id: id, product: 'light' as const, org_node_id: null, name: null });
 
 async function call(
-  subject: string,
+  subject: LightSubject,
   p: Principal,
   parts: { device?: ReturnType<typeof light> | { device_id: string; product: 'meter'; org_node_id: null; name: null }; params?: Record<string, string>; body?: Record<string, unknown> } = {},
 ): Promise<ReplyEnvelope> {
@@ -147,6 +147,28 @@ describe('raw commands', () => {
   test('a device that is not a light is 404', async () => {
     const meter = { device_id: randomDeviceId(), product: 'meter' as const, org_node_id: null, name: null };
     expectError(await call('light.command.raw', raw, { device: meter, body: { channel: 'light1', payload: 'off' } }), 404, 'not_found');
+  });
+});
+
+describe('the automation writer', () => {
+  const write = (body: Record<string, unknown>) => bus.request('light.automation.write', { request_id: uniqueId('auto'), params: {}, query: {}, body } as never);
+
+  it('publishes an alert signal entry on light1 only, at QoS 1, and answers what the broker took', async () => {
+    const id = randomDeviceId();
+    const reply = body(await write({ device_id: id, payload: 'pulse:0000FF,1000' }), 200);
+    expect(reply).toMatchObject({ device_id: id, channel: 'light1', payload: 'pulse:0000FF,1000' });
+    expect(bridge.published).toEqual([{ topic: `${TOPIC_ROOT}/${id}/cmd/light1`, payload: 'pulse:0000FF,1000', qos: 1, retain: false }]);
+  });
+
+  it('refuses a payload the light would not run, or one over the availability caps, and sends nothing', async () => {
+    expect(expectError(await write({ device_id: randomDeviceId(), payload: 'blink:red' }), 400, 'validation_error').message).toMatch(/payload/);
+    expect(expectError(await write({ device_id: randomDeviceId(), payload: 'pulse:0000FF,50' }), 400, 'validation_error').message).toMatch(/relaxed_caps|100/);
+    expect(bridge.published).toEqual([]);
+  });
+
+  it('is 503 publish_failed when the broker does not take it', async () => {
+    bridge.mode = 'refuse';
+    expectError(await write({ device_id: randomDeviceId(), payload: 'solid:00FF00' }), 503, 'publish_failed');
   });
 });
 

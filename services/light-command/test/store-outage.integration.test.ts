@@ -7,7 +7,7 @@ import type { RequestEnvelope } from '@fleet/contracts';
 import { BridgeClient } from '@fleet/bridge-client';
 import type { Bus } from '@fleet/service-kit';
 import { answersNotUnavailable, BridgeStandIn, cuttableDatabase, randomDeviceId, uniqueId, waitFor, type CuttableDatabase } from '@fleet/test-kit';
-import { LIGHT_SUBJECTS, serveLight } from '../src/handlers/light';
+import { serveLight, type LightSubject } from '../src/handlers/light';
 import { openLightDb, type LightDb } from '../src/store/prisma';
 import { connectBus, createTestDb, logger, principal, startPrivateNats, type PrivateNats, type TestDb } from './support';
 
@@ -42,17 +42,20 @@ afterAll(async () => {
 const envelope = (parts: Partial<RequestEnvelope>): RequestEnvelope => ({ request_id: uniqueId('req'), principal: operator, params: {}, query: {}, ...parts });
 const raw = () => envelope({ device, body: { channel: 'light1', payload: 'solid:FF0000' } });
 
-it('answers 503 where it needs its stopped database, keeps sending raw commands, and recovers', async () => {
+it('answers 503 where it needs its stopped database, keeps sending raw commands and automation writes, and recovers', async () => {
   expect(await bus.request('light.state.get', envelope({ device }))).toMatchObject({ ok: true, status: 200 });
 
   proxy.cut();
-  const needDatabase: Record<Exclude<(typeof LIGHT_SUBJECTS)[number], 'light.command.raw'>, RequestEnvelope> = {
+  const needDatabase: Record<Exclude<LightSubject, 'light.command.raw' | 'light.automation.write'>, RequestEnvelope> = {
     'light.command.catalog': envelope({}),
     'light.effect.apply': envelope({ device, params: { channel: 'light1' }, body: { command: 'pulse' } }),
     'light.state.get': envelope({ device }),
   };
-  expect(await answersNotUnavailable(bus, Object.entries(needDatabase).map(([subject, env]) => ({ subject, envelope: env })))).toEqual([]);
+  const requests = (Object.keys(needDatabase) as Array<keyof typeof needDatabase>).map((subject) => ({ subject, envelope: needDatabase[subject] }));
+  expect(await answersNotUnavailable(bus, requests)).toEqual([]);
   expect(await bus.request('light.command.raw', raw())).toMatchObject({ ok: true, status: 202 });
+  const automation = { request_id: uniqueId('auto'), params: {}, query: {}, body: { device_id: device.device_id, payload: 'solid:00FF00' } };
+  expect(await bus.request('light.automation.write', automation)).toMatchObject({ ok: true, status: 200 });
 
   proxy.restore();
   await waitFor(async () => (await bus.request('light.state.get', envelope({ device }))).ok, { timeoutMs: 10_000, what: 'light-command answering again' });

@@ -1,4 +1,5 @@
 import { BridgeClient } from '@fleet/bridge-client';
+import { RegistryClient } from '@fleet/registry-client';
 import { ensureDatabase, migrate } from '@fleet/db';
 import { ServiceRuntime, DurablePullConsumer } from '@fleet/service-kit';
 import { meterFilter, readMeterConfig } from './config';
@@ -9,7 +10,7 @@ import { openMeterDb } from './store/prisma';
 
 async function main(): Promise<void> {
   const config = readMeterConfig();
-  const runtime = await ServiceRuntime.start({ service: 'meter', config });
+  const runtime = await ServiceRuntime.start({ service: 'meter', config, subjectPrefix: config.SUBJECT_PREFIX });
   const { logger, bus } = runtime;
 
   await ensureDatabase(config.DATABASE_URL);
@@ -17,19 +18,12 @@ async function main(): Promise<void> {
   const db = openMeterDb(config.DATABASE_URL, config.DATABASE_POOL_MAX);
   runtime.onClose(() => db.$disconnect());
 
-  serveMeter(
-    bus,
+  serveMeter(bus, {
     db,
-    {
-      db,
-      bus,
-      bridge: new BridgeClient(bus, { timeoutMs: config.DOWNSTREAM_TIMEOUT_MS, logger: logger.child({ component: 'bridge' }), subjectPrefix: config.SUBJECT_PREFIX }),
-      topicRoot: config.METER_TOPIC_ROOT,
-      subjectPrefix: config.SUBJECT_PREFIX,
-      requestTimeoutMs: config.DOWNSTREAM_TIMEOUT_MS,
-    },
-    config.SUBJECT_PREFIX,
-  );
+    bridge: new BridgeClient(bus, { timeoutMs: config.DOWNSTREAM_TIMEOUT_MS, logger: logger.child({ component: 'bridge' }) }),
+    registry: new RegistryClient(bus, { timeoutMs: config.DOWNSTREAM_TIMEOUT_MS, logger: logger.child({ component: 'registry' }) }),
+    topicRoot: config.METER_TOPIC_ROOT,
+  });
 
   const ingest = new DurablePullConsumer(bus.connection, {
     stream: config.DEVICE_IN_STREAM,

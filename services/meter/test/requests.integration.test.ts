@@ -1,13 +1,15 @@
 /**
  * Report, live reading and energy reset requests on real NATS, JetStream and Postgres, with
  * stand-ins for the bridge (`bridge.message.publish`) and the registry
- * (`registry.device.connectivity`) under a subject prefix of this file's own.
+ * (`registry.device.connectivity`) under a subject prefix of this file's own, called through
+ * the same clients the service uses.
  */
 import type { JetStreamClient } from 'nats';
 import type { RequestEnvelope } from '@fleet/contracts';
 import { BridgeClient } from '@fleet/bridge-client';
+import { RegistryClient } from '@fleet/registry-client';
 import { ApiError, type Bus, DurablePullConsumer } from '@fleet/service-kit';
-import { answersNotUnavailable, BridgeStandIn, cuttableDatabase, randomDeviceId, uniqueId, waitFor } from '@fleet/test-kit';
+import { answersNotUnavailable, BridgeStandIn, cuttableDatabase, randomDeviceId, RegistryStandIn, uniqueId, waitFor, rejectionOf } from '@fleet/test-kit';
 import { deviceInProcessor } from '../src/handlers/device-in';
 import { getReset, getSample, requestReset, requestSample, sendReport, type RequestDeps } from '../src/handlers/requests';
 import { METER_SUBJECTS, serveMeter } from '../src/handlers/serve';
@@ -22,25 +24,21 @@ let stream: Awaited<ReturnType<typeof createStream>>;
 let consumer: DurablePullConsumer;
 let deps: RequestDeps;
 let bridge: BridgeStandIn;
-const connectivity = new Map<string, { status: string; status_changed_at: string | null; last_seen_at: string | null }>();
+let registry: RegistryStandIn;
 
 beforeAll(async () => {
   testDb = await createTestDb();
-  bus = await connectBus(uniqueId('meter-req-'));
-  stream = await createStream(bus.connection);
+  const id = uniqueId('m');
+  bus = await connectBus(uniqueId('meter-req-'), `${id}.`);
+  stream = await createStream(bus.connection, id);
   js = bus.connection.jetstream();
   bridge = new BridgeStandIn(bus.connection, { prefix: stream.prefix });
-  bus.serve(`${stream.prefix}registry.device.connectivity`, async (req) => {
-    const id = (req.body as { device_id: string }).device_id;
-    return { body: connectivity.get(id) ?? { status: 'disconnected', status_changed_at: null, last_seen_at: null } };
-  });
+  registry = new RegistryStandIn(bus.connection, { prefix: stream.prefix });
   deps = {
     db: testDb.db,
-    bus,
-    bridge: new BridgeClient(bus, { timeoutMs: 2000, logger, subjectPrefix: stream.prefix }),
+    bridge: new BridgeClient(bus, { timeoutMs: 2000, logger }),
+    registry: new RegistryClient(bus, { timeoutMs: 2000, logger }),
     topicRoot: 'meter',
-    subjectPrefix: stream.prefix,
-    requestTimeoutMs: 2000,
   };
   consumer = new DurablePullConsumer(bus.connection, {
     stream: stream.name,
@@ -56,6 +54,7 @@ beforeAll(async () => {
 
 afterAll(async () => {
   bridge?.close();
+  registry?.close();
   await consumer?.stop();
   await stream?.drop();
   await bus?.drain();
@@ -63,18 +62,10 @@ afterAll(async () => {
 });
 
 function online(deviceId: string): void {
-  connectivity.set(deviceId, { status: 'connected', status_changed_at: '2026-06-01T00:00:00.000Z', last_seen_at: '2026-06-01T00:01:00.000Z' });
+  registry.connectivity.set(deviceId, { status: 'connected', status_changed_at: '2026-06-01T00:00:00.000Z', last_seen_at: '2026-06-01T00:01:00.000Z' });
 }
 
-async function refusal(work: Promise<unknown>): Promise<ApiError> {
-  try {
-    await work;
-  } catch (err) {
-    if (err instanceof ApiError) return err;
-    throw err;
-  }
-  throw new Error('expected a refusal');
-}
+const refusal = (work: Promise<unknown>): Promise<ApiError> => rejectionOf(work, ApiError);
 
 const withParams = (deviceId: string, params: Record<string, string>, body?: Record<string, unknown>): RequestEnvelope =>
   envelope(deviceId, {}, { params: { device_id: deviceId, ...params }, ...(body ? { body } : {}) });
@@ -142,7 +133,7 @@ describe('live reading', () => {
 
   it('is 409 device_offline with the connectivity fields when the meter is not connected; nothing is sent', async () => {
     const dev = randomDeviceId();
-    connectivity.set(dev, { status: 'disconnected', status_changed_at: '2026-06-01T00:00:00.000Z', last_seen_at: '2026-05-31T23:59:00.000Z' });
+    registry.connectivity.set(dev, { status: 'disconnected', status_changed_at: '2026-06-01T00:00:00.000Z', last_seen_at: '2026-05-31T23:59:00.000Z' });
     const before = bridge.published.length;
     const err = await refusal(requestSample(deps, envelope(dev), logger));
     expect([err.status, err.code]).toEqual([409, 'device_offline']);
@@ -230,12 +221,15 @@ describe('store outage', () => {
   it('answers 503, not 500, on every subject that needs Postgres while it is stopped; a report still goes out', async () => {
     const proxy = await cuttableDatabase(testDb.url);
     const db = openMeterDb(proxy.url, 2);
-    const prefix = `${uniqueId('down')}.`;
-    serveMeter(bus, db, { ...deps, db }, prefix);
+    // The meter on a bus of its own (so its subjects reach it, not the one above), its calls to
+    // the bridge and registry through the clients above.
+    const meterBus = await connectBus(uniqueId('meter-down-'), `${uniqueId('down')}.`);
+    serveMeter(meterBus, { ...deps, db });
+    await meterBus.connection.flush();
     const dev = randomDeviceId();
     online(dev);
     try {
-      expect(await bus.request(`${prefix}meter.interval.list`, envelope(dev))).toMatchObject({ ok: true });
+      expect(await meterBus.request('meter.interval.list', envelope(dev))).toMatchObject({ ok: true });
       proxy.cut();
       const token = (kind: 's' | 'r') => `${kind}_${'a'.repeat(22)}`;
       const needDatabase: Record<Exclude<(typeof METER_SUBJECTS)[number], 'meter.report.send'>, RequestEnvelope> = {
@@ -247,13 +241,14 @@ describe('store outage', () => {
         'meter.reset.create': envelope(dev, {}, { body: { confirm: dev } }),
         'meter.reset.get': envelope(dev, {}, { params: { token: token('r') } }),
       };
-      const requests = Object.entries(needDatabase).map(([subject, env]) => ({ subject: `${prefix}${subject}`, envelope: env }));
-      expect(await answersNotUnavailable(bus, requests)).toEqual([]);
-      expect(await bus.request(`${prefix}meter.report.send`, envelope(dev))).toMatchObject({ ok: true, status: 202 });
+      const requests = (Object.keys(needDatabase) as Array<keyof typeof needDatabase>).map((subject) => ({ subject, envelope: needDatabase[subject] }));
+      expect(await answersNotUnavailable(meterBus, requests)).toEqual([]);
+      expect(await meterBus.request('meter.report.send', envelope(dev))).toMatchObject({ ok: true, status: 202 });
     } finally {
       proxy.restore();
       await db.$disconnect();
       await proxy.close();
+      await meterBus.drain();
     }
   });
 });

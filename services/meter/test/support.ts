@@ -13,13 +13,13 @@ export type TestDb = TestDatabase<MeterDb>;
 /** A migrated database of this test file's own. */
 export const createTestDb = (): Promise<TestDb> => createMigratedTestDb('meter_test_', MIGRATIONS_DIR, (url) => openMeterDb(url, 5));
 
-export async function connectBus(service = 'meter-test'): Promise<Bus> {
-  return Bus.connect({ servers: testEnv.natsUrl, service, logger, requestTimeoutMs: 3000 });
+/** A bus of the test's own; `subjectPrefix` isolates the subjects it serves and calls. */
+export async function connectBus(service = 'meter-test', subjectPrefix?: string): Promise<Bus> {
+  return Bus.connect({ servers: testEnv.natsUrl, service, logger, requestTimeoutMs: 3000, subjectPrefix });
 }
 
 /** A DEVICE_IN-like stream of its own: subjects `<prefix>dev.in.>` and `<prefix>dev.out.>`. */
-export async function createStream(nc: NatsConnection): Promise<{ name: string; prefix: string; drop(): Promise<void> }> {
-  const id = uniqueId('m');
+export async function createStream(nc: NatsConnection, id = uniqueId('m')): Promise<{ name: string; prefix: string; drop(): Promise<void> }> {
   const name = `DEVICE_IN_${id}`;
   const prefix = `${id}.`;
   const jsm = await nc.jetstreamManager();

@@ -1,5 +1,6 @@
 import { randomBytes } from 'node:crypto';
-import type { ServiceRuntime } from '@fleet/service-kit';
+import type { SubjectsOf } from '@fleet/contracts';
+import type { ServiceHandlers, ServiceRuntime } from '@fleet/service-kit';
 import { Backstop } from './broker/backstop';
 import { ControlConnection, ORIGIN_PROPERTY, PLATFORM_ORIGIN } from './broker/control';
 import { DeviceCredentials } from './broker/credentials';
@@ -149,9 +150,12 @@ export async function startBridge(config: BridgeConfig, runtime: ServiceRuntime)
   }, 'intake');
   await traffic.ready(30_000);
 
-  bus.serve(`${prefix}bridge.credential.upsert`, upsertCredentialHandler(credentials));
-  bus.serve(`${prefix}bridge.credential.delete`, deleteCredentialHandler(credentials));
-  bus.serve(`${prefix}bridge.message.publish`, publishHandler(control, writer, roots));
+  const handlers: ServiceHandlers<SubjectsOf<'mqtt-bridge'>> = {
+    'bridge.credential.upsert': upsertCredentialHandler(credentials),
+    'bridge.credential.delete': deleteCredentialHandler(credentials),
+    'bridge.message.publish': publishHandler(control, writer, roots),
+  };
+  bus.serveAll(handlers);
 
   return {
     isConnected: () => control.isConnected && traffic.isConnected && backstop.isReady,

@@ -9,6 +9,7 @@ async function main(): Promise<void> {
   const runtime = await ServiceRuntime.start({
     service: 'mqtt-bridge',
     config,
+    subjectPrefix: config.SUBJECT_PREFIX,
     readiness: { mqtt: () => started.bridge?.isConnected() ?? false },
   });
   started.bridge = await startBridge(config, runtime);

@@ -220,7 +220,7 @@ describe('mqtt-bridge against a dynamic-security broker, NATS and JetStream', ()
     device.stream.destroy();
     type Batch = { events: { device_id: string; product: string; kind: string; at: string }[] };
     const mine = await waitFor(async () => {
-      const events = (await readStream(nc, names.deviceEvents, `${names.prefix}evt.bridge.connectivity.batch`)).flatMap((m) => (m.json() as Batch).events).filter((e) => e.device_id === id);
+      const events = (await readStream(nc, names.deviceEvents, `${names.prefix}evt.bridge.connectivity.batch.v1`)).flatMap((m) => (m.json() as Batch).events).filter((e) => e.device_id === id);
       return events.some((e) => e.kind === 'offline') && events;
     }, { what: 'offline event' });
     const seen = mine.filter((e) => e.kind === 'seen');

@@ -54,7 +54,7 @@ describe('mqtt-bridge as a process (dist/main.js)', () => {
     const exited = new Promise<number | null>((resolve) => child?.once('exit', (code) => resolve(code)));
     child.kill('SIGTERM');
     expect(await exited).toBe(0);
-    const events = (await readStream(nc, names.deviceEvents, `${names.prefix}evt.bridge.connectivity.batch`)).flatMap((m) => m.json<{ events: { device_id: string; kind: string }[] }>().events);
+    const events = (await readStream(nc, names.deviceEvents, `${names.prefix}evt.bridge.connectivity.batch.v1`)).flatMap((m) => m.json<{ events: { device_id: string; kind: string }[] }>().events);
     expect(events.filter((e) => e.device_id === id).map((e) => e.kind)).toEqual(['seen', 'offline']);
     // No secret in the logs.
     expect(output.join('')).not.toContain(broker.adminPassword);

@@ -2,9 +2,9 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import mqtt, { type IClientOptions, type MqttClient } from 'mqtt';
-import { connect, type NatsConnection } from 'nats';
+import { connect, JSONCodec, type NatsConnection } from 'nats';
 import { ServiceRuntime } from '@fleet/service-kit';
-import type { ReplyEnvelope } from '@fleet/contracts';
+import { checkReplyEnvelope, type ReplyEnvelope } from '@fleet/contracts';
 import { startDynsecBroker, type DynsecBroker } from '@fleet/launcher';
 import { testEnv, uniqueId } from '@fleet/test-kit';
 import { startBridge, type Bridge } from '../src/bridge';
@@ -60,7 +60,7 @@ export interface RunningBridge {
 export async function runBridge(env: Record<string, string>): Promise<RunningBridge> {
   const config = readBridgeConfig(env);
   let bridge: Bridge | undefined;
-  const runtime = await ServiceRuntime.start({ service: 'mqtt-bridge', config, shutdownGraceMs: 30_000, readiness: { mqtt: () => bridge?.isConnected() ?? false } });
+  const runtime = await ServiceRuntime.start({ service: 'mqtt-bridge', config, subjectPrefix: config.SUBJECT_PREFIX, shutdownGraceMs: 30_000, readiness: { mqtt: () => bridge?.isConnected() ?? false } });
   try {
     bridge = await startBridge(config, runtime);
   } catch (err) {
@@ -81,10 +81,16 @@ export function envelope(body: Record<string, unknown>): { request_id: string; p
   return { request_id: uniqueId('req'), params: {}, query: {}, body };
 }
 
-/** One request to the bridge through the runtime's bus. */
-export async function ask(runtime: ServiceRuntime, subject: string, body: Record<string, unknown>, timeoutMs = 10_000): Promise<ReplyEnvelope> {
-  return runtime.bus.request(subject, envelope(body), { timeoutMs });
+/**
+ * One request to the bridge on its wire subject (prefix included), sent as a hand-made caller
+ * would: no client-side checks, so what the tests see is the bridge's own answer.
+ */
+export async function ask(runtime: ServiceRuntime, wireSubject: string, body: Record<string, unknown>, timeoutMs = 10_000): Promise<ReplyEnvelope> {
+  const reply = await runtime.bus.connection.request(wireSubject, requestCodec.encode(envelope(body)), { timeout: timeoutMs });
+  return checkReplyEnvelope(requestCodec.decode(reply.data));
 }
+
+const requestCodec = JSONCodec<unknown>();
 
 /** Connects an MQTT client; resolves on CONNACK or rejects with the broker's refusal. */
 export function mqttConnect(url: string, options: IClientOptions): Promise<MqttClient> {

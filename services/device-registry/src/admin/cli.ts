@@ -32,7 +32,7 @@ async function announceOrgCreated(natsUrl: string, orgNodeId: number): Promise<v
   } catch {
     return; // The fleet is not running: nothing caches the tree.
   }
-  const event = { org_node_id: orgNodeId, change: 'created', at: new Date().toISOString() };
+  const event = { org_node_id: orgNodeId, change: 'created' as const, at: new Date().toISOString() };
   try {
     await publishDurable(nc, 'evt.registry.org.changed.v1', event, { timeoutMs: 2000 });
   } catch (err) {

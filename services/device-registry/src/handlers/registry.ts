@@ -1,13 +1,4 @@
-import {
-  describeErrors,
-  validatorFor,
-  type Principal,
-  type RegistryDeviceConnectivityBody,
-  type RegistryDeviceConnectivityReply,
-  type RegistrySettingsSealBody,
-  type RequestEnvelope,
-  type RequestSubject,
-} from '@fleet/contracts';
+import { subjectsOf, type Principal, type RequestEnvelope, type SubjectsOf } from '@fleet/contracts';
 import { transactionBy } from '@fleet/db';
 import {
   ConflictError,
@@ -16,9 +7,8 @@ import {
   ValidationError,
   isDeadlineExceeded,
   type Bus,
-  type HandlerContext,
-  type HandlerResult,
   type Logger,
+  type ServiceHandlers,
 } from '@fleet/service-kit';
 import type { BrokerCredentials } from '@fleet/bridge-client';
 import { decryptSettingsKey, sealSetting } from '../domain/crypto';
@@ -36,6 +26,7 @@ import { isDeviceId, isProduct, NAME_MAX, nameLength } from '../domain/products'
 import { orgForest, resolveMoveTarget, scopeOf } from '../domain/scope';
 import {
   deleteDevice,
+  describeDevices,
   findDevice,
   findDeviceInScope,
   listDevicesInScope,
@@ -61,24 +52,9 @@ export interface RegistryDeps {
   announcer?: ChangeAnnouncer;
 }
 
-/** Every request subject the registry serves (queue group device-registry). */
-export const REGISTRY_SUBJECTS = [
-  'registry.scope.resolve',
-  'registry.device.list',
-  'registry.device.get',
-  'registry.device.provision',
-  'registry.device.remove',
-  'registry.device.health',
-  'registry.device.rename',
-  'registry.device.move',
-  'registry.device.automation',
-  'registry.org.tree',
-  'registry.device.connectivity',
-  'registry.settings.seal',
-] as const satisfies readonly RequestSubject[];
-export type RegistrySubject = (typeof REGISTRY_SUBJECTS)[number];
-
-type Handler = (req: RequestEnvelope, ctx: HandlerContext) => Promise<HandlerResult>;
+/** Every request subject the registry serves (queue group device-registry): those proto-schemas/subjects.json gives it. */
+export type RegistrySubject = SubjectsOf<'device-registry'>;
+export const REGISTRY_SUBJECTS: readonly RegistrySubject[] = subjectsOf('device-registry');
 
 const bodyOf = (req: RequestEnvelope): Record<string, unknown> => (req.body ?? {}) as Record<string, unknown>;
 const queryOf = (req: RequestEnvelope): Record<string, unknown> => req.query as Record<string, unknown>;
@@ -99,7 +75,8 @@ function integerParam(value: unknown, name: string, min: number, max: number, fa
   return n;
 }
 
-export function registryHandlers(deps: RegistryDeps): Record<RegistrySubject, Handler> {
+/** The registry's one map of what it serves; the type check fails when a subject lacks its handler. */
+export function registryHandlers(deps: RegistryDeps): ServiceHandlers<RegistrySubject> {
   const { db, bus, broker, kek } = deps;
   const now = deps.now ?? (() => new Date());
 
@@ -209,19 +186,15 @@ export function registryHandlers(deps: RegistryDeps): Record<RegistrySubject, Ha
 
     'registry.org.tree': async (req) => ({ body: { nodes: orgForest(await allOrgNodes(db), scopeOf(req.principal)) } }),
 
-    'registry.device.connectivity': async (req) => {
-      const validate = validatorFor('registry/device-connectivity');
-      if (!validate(req.body ?? {})) throw new ValidationError(`Invalid body: ${describeErrors(validate.errors)}`);
-      const { device_id: deviceId } = req.body as RegistryDeviceConnectivityBody;
-      const device = await findDevice(db, deviceId);
+    // The bus checked the bodies of these two against their schemas (proto-schemas/registry/).
+    'registry.device.connectivity': async ({ body }) => {
+      const device = await findDevice(db, body.device_id);
       if (!device) throw new NotFoundError('Device not found.');
-      const reply: RegistryDeviceConnectivityReply = connectivityOf(device);
-      return { body: { ...reply } };
+      return { body: connectivityOf(device) };
     },
-    'registry.settings.seal': async (req) => {
-      const validate = validatorFor('registry/settings-seal');
-      if (!validate(req.body ?? {})) throw new ValidationError(`Invalid body: ${describeErrors(validate.errors)}`);
-      const { device_id: deviceId, key, value } = req.body as RegistrySettingsSealBody;
+    'registry.device.lookup': async ({ body }) => ({ body: { devices: await describeDevices(db, [...new Set(body.device_ids)]) } }),
+    'registry.settings.seal': async ({ body }) => {
+      const { device_id: deviceId, key, value } = body;
       const device = await findDevice(db, deviceId);
       if (!device) throw new NotFoundError('Device not found.');
       if (!device.settingsKeyCiphertext) {
@@ -235,6 +208,5 @@ export function registryHandlers(deps: RegistryDeps): Record<RegistrySubject, Ha
 
 /** Serves every registry subject on the bus. */
 export function serveRegistry(bus: Bus, deps: RegistryDeps): void {
-  const handlers = registryHandlers(deps);
-  for (const subject of REGISTRY_SUBJECTS) bus.serve(subject, handlers[subject]);
+  bus.serveAll(registryHandlers(deps));
 }

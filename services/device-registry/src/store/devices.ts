@@ -123,3 +123,24 @@ export async function moveDevice(db: RegistryTx, deviceId: string, orgNodeId: nu
 export async function setAutomation(db: RegistryTx, deviceId: string, enabled: boolean): Promise<boolean> {
   return (await db.device.updateMany({ where: { deviceId }, data: { automationEnabled: enabled } })).count > 0;
 }
+
+/** A device as another service needs it: its org node written out, automation only on a light. */
+export interface DescribedDevice {
+  device_id: string;
+  product: Product | null;
+  name: string | null;
+  org_node: { id: number; parent_id: number | null; name: string } | null;
+  automation_enabled: boolean;
+}
+
+/** The known devices among `deviceIds`, in device-id order. */
+export async function describeDevices(db: RegistryTx, deviceIds: string[]): Promise<DescribedDevice[]> {
+  const rows = await db.device.findMany({ where: { deviceId: { in: deviceIds } }, include: { orgNode: true }, orderBy: { deviceId: 'asc' } });
+  return rows.map((d) => ({
+    device_id: d.deviceId,
+    product: d.product === 'light' || d.product === 'meter' ? d.product : null,
+    name: d.name,
+    org_node: d.orgNode ? { id: d.orgNode.id, parent_id: d.orgNode.parentId, name: d.orgNode.name } : null,
+    automation_enabled: d.product === 'light' && d.automationEnabled,
+  }));
+}

@@ -15,6 +15,9 @@ interface RouteValidators {
 
 const ajv = new Ajv2020({ allErrors: false, strict: false });
 addFormats(ajv);
+/** Path parameters are text; this one reads `{profile_id}` as the integer its schema (and the OpenAPI document) says. */
+const pathAjv = new Ajv2020({ allErrors: false, strict: false, coerceTypes: true });
+addFormats(pathAjv);
 
 /** Deepest nesting of objects and arrays a JSON body may have. */
 export const MAX_BODY_DEPTH = 32;
@@ -36,7 +39,7 @@ export class RequestValidator {
       const queryProperties = route.query?.properties ?? {};
       const validators: RouteValidators = { queryProperties };
       if (route.params) {
-        validators.params = ajv.compile({ type: 'object', properties: route.params, required: Object.keys(route.params) });
+        validators.params = pathAjv.compile({ type: 'object', properties: route.params, required: Object.keys(route.params) });
       }
       validators.query = ajv.compile({
         type: 'object',
@@ -56,7 +59,8 @@ export class RequestValidator {
     if (parts.body !== undefined) refuseUnsafeText(parts.body, 'body');
     const v = this.byRoute.get(routeId(route));
     if (!v) return;
-    if (v.params && !v.params(parts.params)) throw new ValidationError(describe(v.params.errors, 'path'));
+    // A copy: the service receives the path text as sent.
+    if (v.params && !v.params({ ...parts.params })) throw new ValidationError(describe(v.params.errors, 'path'));
     readQueryTypes(parts.query, v.queryProperties);
     if (v.query && !v.query(parts.query)) throw new ValidationError(describe(v.query.errors, 'query'));
     if (v.body && parts.body !== undefined && !v.body(parts.body)) throw new ValidationError(describe(v.body.errors, 'body'));

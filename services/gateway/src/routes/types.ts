@@ -1,4 +1,4 @@
-import type { Permission } from '@fleet/contracts';
+import type { Permission, RequestSubject } from '@fleet/contracts';
 import type { LimitClass } from '../limits/classes';
 
 export type HttpMethod = 'GET' | 'POST' | 'PUT' | 'PATCH' | 'DELETE';
@@ -9,7 +9,8 @@ export type JsonSchema = Record<string, unknown>;
 /** Handlers the gateway answers itself (it owns partners); everything else goes over the bus. */
 export type LocalHandlerName = 'account';
 
-export type RouteTarget = { local: LocalHandlerName } | { subject: string };
+/** A subject from proto-schemas/subjects.json: a misspelt one, or one no service owns, fails the type check. */
+export type RouteTarget = { local: LocalHandlerName } | { subject: RequestSubject };
 
 export interface ResponseSpec {
   description: string;

@@ -1,6 +1,6 @@
 import type { Bus } from '@fleet/service-kit';
-import { NotFoundError, fromEnvelopeError } from '@fleet/service-kit';
 import type { DeviceSummary, Principal } from '@fleet/contracts';
+import type { ScopeResolution } from '@fleet/registry-client';
 
 const CACHE_TTL_MS = 5_000;
 const CACHE_MAX_ENTRIES = 50_000;
@@ -15,10 +15,10 @@ export class ScopeResolver {
   private generation = 0;
 
   constructor(
-    private readonly bus: Bus,
-    private readonly subject = 'registry.scope.resolve',
+    bus: Bus,
+    private readonly registry: ScopeResolution,
   ) {
-    bus.subscribe<{ device_id: string }>('evt.registry.device.changed.v1', (event) => this.forgetDevice(event.device_id));
+    bus.subscribe('evt.registry.device.changed.v1', (event) => this.forgetDevice(event.device_id));
     bus.subscribe('evt.registry.org.changed.v1', () => this.forgetAll());
   }
 
@@ -38,17 +38,7 @@ export class ScopeResolver {
     const hit = this.cache.get(key);
     if (hit && hit.expires > Date.now()) return hit.device;
     const generation = this.generation;
-    const reply = await this.bus.request(this.subject, {
-      request_id: requestId,
-      principal,
-      params: { device_id: deviceId },
-      query: {},
-    });
-    if (!reply.ok) {
-      if (reply.error.status === 404) throw new NotFoundError('Device not found.');
-      throw fromEnvelopeError(reply.error);
-    }
-    const device = reply.body as DeviceSummary;
+    const device = await this.registry.resolveScope({ requestId }, principal, deviceId);
     if (generation === this.generation) {
       if (this.cache.size >= CACHE_MAX_ENTRIES) this.cache.clear();
       this.cache.set(key, { device, expires: Date.now() + CACHE_TTL_MS });

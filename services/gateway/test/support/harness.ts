@@ -20,7 +20,6 @@ export interface TestGateway {
   bus: Bus;
   redis: Redis;
   unique: string;
-  scopeSubject: string;
   /** Runs a staff command exactly as the admin CLI does. */
   admin(...argv: string[]): Promise<Record<string, unknown>>;
   /** A partner and one key for it. */
@@ -41,12 +40,12 @@ export async function startTestGateway(routes: RouteDef[], env: Record<string, s
   const db = openGatewayDb(dbUrl);
   const logger = createLogger('gateway-test', process.env.TEST_LOG_LEVEL ?? 'silent');
   const redis = new Redis(testEnv.redisUrl, { maxRetriesPerRequest: 1 });
-  const bus = await Bus.connect({ servers: testEnv.natsUrl, service: `gateway-${unique}`, logger, requestTimeoutMs: 1000 });
+  // Its own subject prefix: the test serves the registry's and its routes' subjects on it.
+  const bus = await Bus.connect({ servers: testEnv.natsUrl, service: `gateway-${unique}`, logger, requestTimeoutMs: 1000, subjectPrefix: `${unique}.` });
   const authenticator = new Authenticator((prefix) => findKey(db, prefix), () => listener.live);
   const listener = new AuthChangeListener(dbUrl, () => authenticator.forgetAll(), logger);
   await listener.start();
-  const scopeSubject = `${unique}.scope.resolve`;
-  const app = createGatewayApp({ config, routes, authenticator, redis, bus, logger, scopeSubject });
+  const app = createGatewayApp({ config, routes, authenticator, redis, bus, logger });
   const server = http.createServer(app);
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
@@ -58,7 +57,6 @@ export async function startTestGateway(routes: RouteDef[], env: Record<string, s
     bus,
     redis,
     unique,
-    scopeSubject,
     admin,
     async partner(flags = []) {
       const created = await admin('partner', 'create', '--name', `Partner ${uniqueId()}`, ...flags);

@@ -3,12 +3,6 @@ import { durableEvents, type DurablePullConsumer, type Logger } from '@fleet/ser
 import type { LightDb } from '../store/prisma';
 import { forgetDevice } from '../store/states';
 
-interface DeviceChanged {
-  device_id: string;
-  change: 'provisioned' | 'updated' | 'moved' | 'removed';
-  at: string;
-}
-
 /**
  * A removed device's last states are forgotten, so an id provisioned again starts with none.
  * A durable consumer of the registry's device events: removals that happened while
@@ -16,7 +10,7 @@ interface DeviceChanged {
  * go, so a late replay never erases what a device provisioned again has reported since.
  */
 export function forgetRemovedDevices(nc: NatsConnection, db: LightDb, logger: Logger, durable = 'light-command-device-events'): DurablePullConsumer {
-  return durableEvents<DeviceChanged>(nc, {
+  return durableEvents(nc, {
     subject: 'evt.registry.device.changed.v1',
     durable,
     logger,

@@ -1,6 +1,6 @@
-import type { Principal, RequestEnvelope, RequestSubject } from '@fleet/contracts';
+import { subjectsOf, type Principal, type RequestEnvelope, type SubjectsOf } from '@fleet/contracts';
 import { encodePayload, isChannel, stateLabel, type LightChannel } from '@fleet/light-wire';
-import { ForbiddenError, NotFoundError, ValidationError, type Bus, type HandlerContext, type HandlerResult, type Logger } from '@fleet/service-kit';
+import { ForbiddenError, NotFoundError, ValidationError, type Bus, type Logger, type ServiceHandlers } from '@fleet/service-kit';
 import type { MessagePublisher } from '@fleet/bridge-client';
 import { commandTopic } from '@fleet/device-protocol';
 import { buildCommand, CATALOG, CommandInputError, describeCommand, findCommand } from '../domain/catalog';
@@ -16,9 +16,9 @@ export interface LightDeps {
   logger: Logger;
 }
 
-/** Every request subject light-command serves (queue group light-command). */
-export const LIGHT_SUBJECTS = ['light.command.catalog', 'light.command.raw', 'light.effect.apply', 'light.state.get'] as const satisfies readonly RequestSubject[];
-export type LightSubject = (typeof LIGHT_SUBJECTS)[number];
+/** Every request subject light-command serves (queue group light-command): those proto-schemas/subjects.json gives it. */
+export type LightSubject = SubjectsOf<'light-command'>;
+export const LIGHT_SUBJECTS: readonly LightSubject[] = subjectsOf('light-command');
 
 const has = (principal: Principal, permission: Principal['permissions'][number]): boolean => principal.permissions.includes(permission);
 
@@ -45,9 +45,8 @@ function invalid(err: unknown): never {
   throw err;
 }
 
-type Handler = (req: RequestEnvelope, ctx: HandlerContext) => Promise<HandlerResult>;
-
-export function lightHandlers(deps: LightDeps): Record<LightSubject, Handler> {
+/** light-command's one map of what it serves; the type check fails when a subject lacks its handler. */
+export function lightHandlers(deps: LightDeps): ServiceHandlers<LightSubject> {
   const topicOf = (deviceId: string, channel: LightChannel) => commandTopic(deps.topicRoot, deviceId, channel);
 
   return {
@@ -102,6 +101,18 @@ export function lightHandlers(deps: LightDeps): Record<LightSubject, Handler> {
       };
     },
 
+    // The automation writer: config-alerting shows an alert signal's entry on light1, and only
+    // there. The payload is checked as a raw command without relaxed caps (signals never exceed them).
+    async 'light.automation.write'({ body, request_id: requestId }, ctx) {
+      try {
+        checkRawCommand('light1', body.payload, false);
+      } catch (err) {
+        invalid(err);
+      }
+      const sent = await deps.publisher.publish({ requestId, deadline: ctx.deadline }, { topic: topicOf(body.device_id, 'light1'), payload: body.payload });
+      return { body: { device_id: body.device_id, channel: 'light1', payload: sent.payload, sent_at: sent.sent_at } };
+    },
+
     async 'light.state.get'(req) {
       const principal = principalOf(req);
       const deviceId = lightOf(req);
@@ -121,6 +132,5 @@ export function lightHandlers(deps: LightDeps): Record<LightSubject, Handler> {
 }
 
 export function serveLight(bus: Bus, deps: LightDeps): void {
-  const handlers = lightHandlers(deps);
-  for (const subject of LIGHT_SUBJECTS) bus.serve(subject, handlers[subject]);
+  bus.serveAll(lightHandlers(deps));
 }

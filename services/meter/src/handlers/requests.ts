@@ -1,6 +1,7 @@
 import type { RequestEnvelope } from '@fleet/contracts';
 import type { MessagePublisher, Published } from '@fleet/bridge-client';
-import { ConflictError, NotFoundError, RateLimitedError, fromEnvelopeError, warnIfFails, type Bus, type HandlerResult, type Logger } from '@fleet/service-kit';
+import type { ConnectivityReader } from '@fleet/registry-client';
+import { ConflictError, NotFoundError, RateLimitedError, warnIfFails, type HandlerResult, type Logger } from '@fleet/service-kit';
 import { isToken, newToken, reportLine, resetLine, SAMPLE_TIMEOUT_S, sampleLine, sysExeTopic } from '../domain/requests';
 import type { MeterDb } from '../store/prisma';
 import { createReset, createSample, deleteReset, deleteSample, readReset, readSample, releaseSampleSlot, takeSampleSlot } from '../store/requests';
@@ -8,37 +9,17 @@ import { meterOf } from './reads';
 
 export interface RequestDeps {
   db: MeterDb;
-  bus: Bus;
   /** Commands to meters go through mqtt-bridge (sys/exe lines, QoS 2 by the protocol). */
   bridge: MessagePublisher;
+  /** A meter's connectivity comes from device-registry. */
+  registry: ConnectivityReader;
   topicRoot: string;
-  /** Subject prefix of the bridge and registry subjects (tests isolate themselves with it). */
-  subjectPrefix: string;
-  requestTimeoutMs: number;
 }
 
 /** A command line to a meter's sys/exe, through the bridge; 503 publish_failed when it did not reach the broker. */
 const publish = (deps: RequestDeps, req: RequestEnvelope, topic: string, payload: string): Promise<Published> =>
   deps.bridge.publish({ requestId: req.request_id, deadline: req.deadline }, { topic, payload });
 
-interface Connectivity {
-  status: string | null;
-  status_changed_at: string | null;
-  last_seen_at: string | null;
-}
-
-/** The meter's connectivity from the registry (`registry.device.connectivity`). */
-async function connectivityOf(deps: RequestDeps, req: RequestEnvelope, deviceId: string): Promise<Connectivity> {
-  const reply = await deps.bus.request(
-    `${deps.subjectPrefix}registry.device.connectivity`,
-    { request_id: req.request_id, params: {}, query: {}, body: { device_id: deviceId } },
-    { timeoutMs: deps.requestTimeoutMs, deadline: req.deadline },
-  );
-  if (!reply.ok) throw fromEnvelopeError(reply.error);
-  const b = (reply.body ?? {}) as Record<string, unknown>;
-  const str = (x: unknown): string | null => (typeof x === 'string' ? x : null);
-  return { status: str(b.status), status_changed_at: str(b.status_changed_at), last_seen_at: str(b.last_seen_at) };
-}
 
 const location = (deviceId: string, what: 'sample' | 'resetenergy', token: string): string => `/v1/meter/devices/${deviceId}/${what}/${token}`;
 
@@ -50,7 +31,7 @@ export async function sendReport(deps: RequestDeps, req: RequestEnvelope): Promi
 
 export async function requestSample(deps: RequestDeps, req: RequestEnvelope, log: Logger): Promise<HandlerResult> {
   const deviceId = meterOf(req);
-  const link = await connectivityOf(deps, req, deviceId);
+  const link = await deps.registry.connectivity({ requestId: req.request_id, deadline: req.deadline }, deviceId);
   if (link.status !== 'connected') {
     throw new ConflictError('The meter is not connected; nothing was sent.', 'device_offline', { ...link });
   }

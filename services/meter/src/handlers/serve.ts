@@ -1,22 +1,15 @@
-import type { RequestSubject } from '@fleet/contracts';
-import type { Bus, RequestHandler } from '@fleet/service-kit';
-import type { MeterDb } from '../store/prisma';
+import { subjectsOf, type SubjectsOf } from '@fleet/contracts';
+import type { Bus, ServiceHandlers } from '@fleet/service-kit';
 import { getEnergy, getSummary, listIntervals } from './reads';
 import { getReset, getSample, requestReset, requestSample, sendReport, type RequestDeps } from './requests';
 
-/** Every request subject the meter serves (proto-schemas/subjects.json). */
-export const METER_SUBJECTS = [
-  'meter.interval.list',
-  'meter.summary.get',
-  'meter.energy.get',
-  'meter.report.send',
-  'meter.sample.create',
-  'meter.sample.get',
-  'meter.reset.create',
-  'meter.reset.get',
-] as const satisfies readonly RequestSubject[];
+/** Every request subject the meter serves: those proto-schemas/subjects.json gives it. */
+export type MeterSubject = SubjectsOf<'meter'>;
+export const METER_SUBJECTS: readonly MeterSubject[] = subjectsOf('meter');
 
-export function meterHandlers(db: MeterDb, deps: RequestDeps): Record<(typeof METER_SUBJECTS)[number], RequestHandler> {
+/** The meter's one map of what it serves; the type check fails when a subject lacks its handler. */
+export function meterHandlers(deps: RequestDeps): ServiceHandlers<MeterSubject> {
+  const { db } = deps;
   return {
     'meter.interval.list': (req) => listIntervals(db, req),
     'meter.summary.get': (req) => getSummary(db, req),
@@ -29,7 +22,7 @@ export function meterHandlers(db: MeterDb, deps: RequestDeps): Record<(typeof ME
   };
 }
 
-/** Serves the meter's subjects (under a prefix in tests). The bus answers a database out of reach as 503. */
-export function serveMeter(bus: Bus, db: MeterDb, deps: RequestDeps, prefix = ''): void {
-  for (const [subject, handler] of Object.entries(meterHandlers(db, deps))) bus.serve(`${prefix}${subject}`, handler);
+/** Serves the meter's subjects. The bus answers a database out of reach as 503. */
+export function serveMeter(bus: Bus, deps: RequestDeps): void {
+  bus.serveAll(meterHandlers(deps));
 }

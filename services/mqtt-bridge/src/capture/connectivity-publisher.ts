@@ -1,10 +1,10 @@
 import { JSONCodec, type JetStreamClient } from 'nats';
-import { checkEvent } from '@fleet/contracts';
+import { checkEvent, type EventSubject } from '@fleet/contracts';
 import type { Logger } from '@fleet/service-kit';
 import { chunk, ConnectivityAggregator, type ConnectivityEvent } from '../domain/connectivity';
 import type { Product } from '../domain/topics';
 
-const EVENT_SUBJECT = 'evt.bridge.connectivity.batch';
+const EVENT_SUBJECT: EventSubject = 'evt.bridge.connectivity.batch.v1';
 const codec = JSONCodec<unknown>();
 
 export interface ConnectivityPublisherOptions {
@@ -18,7 +18,7 @@ export interface ConnectivityPublisherOptions {
 
 /**
  * Collects presence from device traffic and publishes it to DEVICE_EVENTS as
- * evt.bridge.connectivity.batch, every flushMs or as soon as maxEvents are waiting; each
+ * evt.bridge.connectivity.batch.v1, every flushMs or as soon as maxEvents are waiting; each
  * JetStream publish is awaited. A batch that could not be published is kept and sent first
  * next time, so nothing is lost while NATS is away.
  */

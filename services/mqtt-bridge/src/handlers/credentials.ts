@@ -1,19 +1,13 @@
-import { validatorFor, describeErrors, type BridgeCredentialDeleteBody, type BridgeCredentialUpsertBody } from '@fleet/contracts';
-import { ServiceUnavailableError, ValidationError, type RequestHandler } from '@fleet/service-kit';
+import { ServiceUnavailableError, type RequestHandler } from '@fleet/service-kit';
 import type { DeviceCredentials } from '../broker/credentials';
-
-export function bodyOf<T>(schema: string, body: unknown): T {
-  const validate = validatorFor(schema);
-  if (!validate(body ?? {})) throw new ValidationError(`Invalid body: ${describeErrors(validate.errors)}`);
-  return body as T;
-}
 
 const brokerUnavailable = () => new ServiceUnavailableError('The MQTT broker could not apply the credential change; retry shortly.', 'broker_unavailable');
 
+// The bus checked each body against its schema (proto-schemas/bridge/) before the handler runs.
+
 /** bridge.credential.upsert: the device's broker client and role; {} once the broker confirmed. */
-export function upsertCredentialHandler(credentials: DeviceCredentials): RequestHandler {
-  return async (request, { logger }) => {
-    const body = bodyOf<BridgeCredentialUpsertBody>('bridge/credential-upsert', request.body);
+export function upsertCredentialHandler(credentials: DeviceCredentials): RequestHandler<'bridge.credential.upsert'> {
+  return async ({ body }, { logger }) => {
     try {
       await credentials.upsert(body.device_id, body.product, body.password);
     } catch (err) {
@@ -26,9 +20,8 @@ export function upsertCredentialHandler(credentials: DeviceCredentials): Request
 }
 
 /** bridge.credential.delete: removes the client (disconnecting the device) and its role; a missing one is success. */
-export function deleteCredentialHandler(credentials: DeviceCredentials): RequestHandler {
-  return async (request, { logger }) => {
-    const body = bodyOf<BridgeCredentialDeleteBody>('bridge/credential-delete', request.body);
+export function deleteCredentialHandler(credentials: DeviceCredentials): RequestHandler<'bridge.credential.delete'> {
+  return async ({ body }, { logger }) => {
     try {
       await credentials.remove(body.device_id);
     } catch (err) {

@@ -1,9 +1,7 @@
-import type { BridgeMessagePublishBody } from '@fleet/contracts';
 import { ServiceUnavailableError, type RequestHandler } from '@fleet/service-kit';
 import type { ControlConnection } from '../broker/control';
 import type { DeviceInWriter } from '../capture/device-in';
 import { parseDeviceTopic, type TopicRoots } from '../domain/topics';
-import { bodyOf } from './credentials';
 
 /**
  * bridge.message.publish: answers {topic, payload, sent_at} only once the broker took the
@@ -11,9 +9,8 @@ import { bodyOf } from './credentials';
  * device topic is then captured into DEVICE_IN as dev.out.* (a capture failure is logged,
  * since the device has the message already).
  */
-export function publishHandler(control: ControlConnection, writer: DeviceInWriter, roots: TopicRoots): RequestHandler {
-  return async (request, { logger }) => {
-    const body = bodyOf<BridgeMessagePublishBody>('bridge/message-publish', request.body);
+export function publishHandler(control: ControlConnection, writer: DeviceInWriter, roots: TopicRoots): RequestHandler<'bridge.message.publish'> {
+  return async ({ body }, { logger }) => {
     const payload = Buffer.from(body.payload, 'utf8');
     try {
       await control.publish(body.topic, payload, body.qos, body.retain);
