@@ -213,6 +213,8 @@ function validValue(schema: JsonSchema, name: string): fc.Arbitrary<unknown> {
   if (Array.isArray(schema.enum)) return fc.constantFrom(...(schema.enum as unknown[]));
   const t = types(schema);
   const arbs: fc.Arbitrary<unknown>[] = [];
+  // A documented example is valid where the schema alone cannot say enough (a signal's entries).
+  if (Array.isArray(schema.examples) && schema.examples.length > 0) arbs.push(fc.constantFrom(...(schema.examples as unknown[])));
   if (t.includes('null')) arbs.push(fc.constant(null));
   if (t.includes('boolean')) arbs.push(fc.boolean());
   if (t.includes('integer')) {
@@ -230,6 +232,11 @@ function validValue(schema: JsonSchema, name: string): fc.Arbitrary<unknown> {
       const pattern = typeof schema.pattern === 'string' ? new RegExp(schema.pattern, 'u') : undefined;
       arbs.push(fc.string({ minLength, maxLength, unit: 'grapheme' }).filter((s) => s.length >= minLength && s.length <= maxLength && (!pattern || pattern.test(s))));
     }
+  }
+  if (t.includes('array') && schema.items) {
+    const minLength = typeof schema.minItems === 'number' ? schema.minItems : 0;
+    const maxLength = Math.min(typeof schema.maxItems === 'number' ? schema.maxItems : 3, 3);
+    arbs.push(fc.array(validValue(schema.items as JsonSchema, name), { minLength, maxLength: Math.max(minLength, maxLength) }));
   }
   if (t.includes('object')) {
     if (schema.properties) arbs.push(validObject(schema));

@@ -1,3 +1,4 @@
+import { configRoutes } from './config';
 import { deviceRoutes } from './devices';
 import { meterRoutes } from './meter';
 import { lightRoutes } from './lights';
@@ -20,6 +21,7 @@ export const routes: RouteDef[] = [
     responses: { 200: { description: 'The account', schema: accountSchema } },
   },
   ...deviceRoutes,
+  ...configRoutes,
   ...meterRoutes,
   ...lightRoutes,
 ];

@@ -1,0 +1,152 @@
+/**
+ * What one evaluation cycle reads and writes. A cycle is split into shards (devices by a hash of
+ * their id); a replica claims a shard with a lease, evaluates it, and commits the levels and the
+ * shard's completion together, so each device is evaluated once per cycle, and a shard whose
+ * replica died is taken over when its lease runs out.
+ */
+import type { Level } from '../domain/levels';
+import type { ReadingSummary } from '../domain/metrics';
+import type { ConfigTx } from './prisma';
+
+/** Creates the cycle's shards (once, whichever replica comes first). */
+export async function openCycle(db: ConfigTx, cycle: bigint, shards: number): Promise<void> {
+  await db.$executeRaw`
+    INSERT INTO cycle_shards (cycle, shard) SELECT ${cycle}, s FROM generate_series(0, ${shards - 1}) AS s
+    ON CONFLICT (cycle, shard) DO NOTHING`;
+}
+
+/** Takes a shard nobody holds (or whose holder's lease ran out); undefined when none is left. */
+export async function claimShard(db: ConfigTx, cycle: bigint, owner: string, leaseMs: number): Promise<number | undefined> {
+  const rows = await db.$queryRaw<Array<{ shard: number }>>`
+    UPDATE cycle_shards SET owner = ${owner}, lease_until = now() + ${leaseMs} * interval '1 millisecond'
+    WHERE (cycle, shard) = (
+      SELECT cycle, shard FROM cycle_shards
+      WHERE cycle = ${cycle} AND done_at IS NULL AND (lease_until IS NULL OR lease_until < now())
+      ORDER BY shard LIMIT 1 FOR UPDATE SKIP LOCKED)
+    RETURNING shard`;
+  return rows[0]?.shard;
+}
+
+/** Marks the shard done if this replica still holds it; false when its lease was lost (nothing must be committed). */
+export async function completeShard(tx: ConfigTx, cycle: bigint, shard: number, owner: string): Promise<boolean> {
+  const done = await tx.$executeRaw`
+    UPDATE cycle_shards SET done_at = now() WHERE cycle = ${cycle} AND shard = ${shard} AND owner = ${owner} AND done_at IS NULL`;
+  return done === 1;
+}
+
+export async function pruneCycles(db: ConfigTx, before: bigint): Promise<void> {
+  await db.$executeRaw`DELETE FROM cycle_shards WHERE cycle < ${before}`;
+}
+
+/** The devices of a shard: every light with a sensor, and every one that had an alert state. */
+export async function devicesOfShard(db: ConfigTx, shard: number, shards: number): Promise<string[]> {
+  const rows = await db.$queryRaw<Array<{ device_id: string }>>`
+    SELECT device_id FROM (SELECT device_id FROM sensors UNION SELECT device_id FROM alert_states) d
+    WHERE mod(abs(hashtext(device_id)::bigint), ${shards}) = ${shard}`;
+  return rows.map((r) => r.device_id);
+}
+
+export interface SensorSummary extends ReadingSummary {
+  deviceId: string;
+  tdlId: string;
+  profileId: number | null;
+  level: string | null;
+}
+
+/** Every sensor of the devices with its readings summarized over the window (metric definitions: README). */
+export async function summarizeSensors(db: ConfigTx, deviceIds: string[], since: Date): Promise<SensorSummary[]> {
+  if (deviceIds.length === 0) return [];
+  const rows = await db.$queryRaw<
+    Array<{
+      device_id: string;
+      tdl_id: string;
+      profile_id: number | null;
+      level: string | null;
+      count: number;
+      breaches: number;
+      consecutive: number;
+      min_t: number | null;
+      max_t: number | null;
+      newest_at: Date | null;
+      newest_breach: boolean | null;
+      newest_temp: number | null;
+      newest_humidity: number | null;
+    }>
+  >`
+    SELECT s.device_id, s.tdl_id, s.profile_id, s.level,
+           coalesce(w.count, 0)::int AS count, coalesce(w.breaches, 0)::int AS breaches, coalesce(c.consecutive, 0)::int AS consecutive,
+           w.min_t, w.max_t, n.at AS newest_at, n.breach AS newest_breach, n.temp_c AS newest_temp, n.humidity AS newest_humidity
+    FROM sensors s
+    LEFT JOIN LATERAL (
+      SELECT count(*) AS count, count(*) FILTER (WHERE r.breach) AS breaches, min(r.temp_c) AS min_t, max(r.temp_c) AS max_t,
+             max(r.at) FILTER (WHERE NOT r.breach) AS last_ok
+      FROM readings r WHERE r.device_id = s.device_id AND r.tdl_id = s.tdl_id AND r.at > ${since}) w ON true
+    LEFT JOIN LATERAL (
+      SELECT count(*) AS consecutive FROM readings r
+      WHERE r.device_id = s.device_id AND r.tdl_id = s.tdl_id AND r.at > ${since} AND r.at > coalesce(w.last_ok, '-infinity'::timestamptz)) c ON true
+    LEFT JOIN LATERAL (
+      SELECT r.at, r.breach, r.temp_c, r.humidity FROM readings r
+      WHERE r.device_id = s.device_id AND r.tdl_id = s.tdl_id ORDER BY r.at DESC LIMIT 1) n ON true
+    WHERE s.device_id = ANY(${deviceIds}::text[])`;
+  return rows.map((r) => ({
+    deviceId: r.device_id,
+    tdlId: r.tdl_id,
+    profileId: r.profile_id,
+    level: r.level,
+    count: r.count,
+    breaches: r.breaches,
+    consecutiveBreaches: r.consecutive,
+    minTempC: r.min_t,
+    maxTempC: r.max_t,
+    newest: r.newest_at ? { at: r.newest_at, breach: r.newest_breach === true, tempC: r.newest_temp, humidity: r.newest_humidity } : null,
+  }));
+}
+
+/** Sensors whose level changed. */
+export async function saveSensorLevels(tx: ConfigTx, changes: Array<{ deviceId: string; tdlId: string; level: Level }>): Promise<void> {
+  if (changes.length === 0) return;
+  await tx.$executeRaw`
+    UPDATE sensors s SET level = c.level
+    FROM unnest(${changes.map((c) => c.deviceId)}::text[], ${changes.map((c) => c.tdlId)}::text[], ${changes.map((c) => c.level)}::text[]) AS c(device_id, tdl_id, level)
+    WHERE s.device_id = c.device_id AND s.tdl_id = c.tdl_id`;
+}
+
+/**
+ * The devices' levels for this cycle. A device already evaluated in this cycle is left alone
+ * (once per cycle); a changed level asks for a light1 write.
+ */
+export async function saveDeviceLevels(tx: ConfigTx, cycle: bigint, levels: Array<{ deviceId: string; level: Level }>, now: Date): Promise<void> {
+  if (levels.length === 0) return;
+  await tx.$executeRaw`
+    INSERT INTO alert_states (device_id, level, changed_at, evaluated_cycle, first_cycle, evaluations, write_needed)
+    SELECT d.device_id, d.level, ${now}, ${cycle}, ${cycle}, 1, true
+    FROM unnest(${levels.map((l) => l.deviceId)}::text[], ${levels.map((l) => l.level)}::text[]) AS d(device_id, level)
+    ON CONFLICT (device_id) DO UPDATE SET
+      level = EXCLUDED.level,
+      changed_at = CASE WHEN alert_states.level = EXCLUDED.level THEN alert_states.changed_at ELSE EXCLUDED.changed_at END,
+      write_needed = alert_states.write_needed OR alert_states.level <> EXCLUDED.level,
+      evaluated_cycle = EXCLUDED.evaluated_cycle,
+      evaluations = alert_states.evaluations + 1
+    WHERE alert_states.evaluated_cycle < EXCLUDED.evaluated_cycle`;
+}
+
+export interface WriteCandidate {
+  deviceId: string;
+  level: Level;
+  signalId: number | null;
+}
+
+/** Devices of the list whose light1 is due: a write asked for, or none for an hour (the hourly pass). */
+export async function dueWrites(db: ConfigTx, deviceIds: string[], hourAgo: Date): Promise<WriteCandidate[]> {
+  if (deviceIds.length === 0) return [];
+  const rows = await db.$queryRaw<Array<{ device_id: string; level: string; signal_id: number | null }>>`
+    SELECT a.device_id, a.level, ds.signal_id FROM alert_states a LEFT JOIN device_signals ds ON ds.device_id = a.device_id
+    WHERE a.device_id = ANY(${deviceIds}::text[]) AND (a.write_needed OR a.written_at IS NULL OR a.written_at < ${hourAgo})`;
+  return rows.map((r) => ({ deviceId: r.device_id, level: r.level as Level, signalId: r.signal_id }));
+}
+
+/** Records a write; a level that changed meanwhile keeps asking for one. */
+export async function recordWrite(db: ConfigTx, deviceId: string, level: Level, payload: string, at: Date): Promise<void> {
+  await db.$executeRaw`
+    UPDATE alert_states SET write_needed = (level <> ${level}), written_payload = ${payload}, written_at = ${at} WHERE device_id = ${deviceId}`;
+}

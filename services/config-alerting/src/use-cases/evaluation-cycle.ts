@@ -1,0 +1,177 @@
+/**
+ * The evaluation cycle (spec, Configuration rule 5; Light commands rule 4). Every period, the
+ * cycle's shards are shared by the replicas (store/evaluation.ts): for each device of a shard,
+ * each sensor's metrics over its recent readings run through its profile's rules, the device's
+ * level follows from its sensors' (domain/levels.ts), and levels and the shard's completion
+ * commit together. Then light1 is written where it is due: the level changed, the signal
+ * changed, or an hour passed since the last write; never while the light's automation is off.
+ */
+import { randomUUID } from 'node:crypto';
+import type { AutomationWriter } from '@fleet/light-client';
+import type { DeviceLookup } from '@fleet/registry-client';
+import type { Logger } from '@fleet/service-kit';
+import { payloadsOf } from '../domain/documents';
+import { deviceLevel, signalKeyOf, type Level, type SignalKey } from '../domain/levels';
+import { evaluateRules, metricsOf } from '../domain/metrics';
+import { defaultProfile, defaultSignal, profilesById, signalsById, type ProfileRow } from '../store/documents';
+import * as evaluation from '../store/evaluation';
+import type { ConfigDb } from '../store/prisma';
+import { pruneReadings } from '../store/readings';
+
+export interface CycleSettings {
+  periodMs: number;
+  shards: number;
+  /** How long a replica holds a shard before another may take it over. */
+  leaseMs: number;
+  /** The window metrics look back over. */
+  windowMs: number;
+  /** Readings older than this are dropped. */
+  retentionMs: number;
+  /** How long one automation write (and one registry lookup) may take. */
+  callTimeoutMs: number;
+}
+
+export interface CycleDeps {
+  db: ConfigDb;
+  lights: AutomationWriter;
+  registry: DeviceLookup;
+  logger: Logger;
+  settings: CycleSettings;
+  /** This replica's name in shard claims. */
+  owner?: string;
+  now?: () => Date;
+}
+
+const HOUR_MS = 3_600_000;
+const WRITES_IN_FLIGHT = 16;
+
+class LeaseLost extends Error {}
+
+export class EvaluationCycle {
+  readonly owner: string;
+  private readonly now: () => Date;
+  private timer: NodeJS.Timeout | undefined;
+  private running: Promise<void> | undefined;
+  private stopped = false;
+
+  constructor(private readonly deps: CycleDeps) {
+    this.owner = deps.owner ?? randomUUID();
+    this.now = deps.now ?? (() => new Date());
+  }
+
+  /** Evaluates whatever the current cycle still has to do, now and then on every tick. */
+  start(): void {
+    const tickMs = Math.max(100, Math.min(5000, Math.floor(this.deps.settings.periodMs / 4)));
+    const tick = () => {
+      if (this.stopped) return;
+      this.running = this.runOnce()
+        .catch((err) => this.deps.logger.error({ err }, 'evaluation failed; the next tick retries'))
+        .finally(() => {
+          if (!this.stopped) this.timer = setTimeout(tick, tickMs);
+        });
+    };
+    tick();
+  }
+
+  async stop(): Promise<void> {
+    this.stopped = true;
+    clearTimeout(this.timer);
+    await this.running;
+  }
+
+  /** The cycle a moment belongs to. */
+  cycleAt(at: Date): bigint {
+    return BigInt(Math.floor(at.getTime() / this.deps.settings.periodMs));
+  }
+
+  /** Claims and evaluates the current cycle's shards until none is left to claim. */
+  async runOnce(): Promise<void> {
+    const { db, settings } = this.deps;
+    const cycle = this.cycleAt(this.now());
+    await evaluation.openCycle(db, cycle, settings.shards);
+    for (;;) {
+      if (this.stopped) return;
+      const shard = await evaluation.claimShard(db, cycle, this.owner, settings.leaseMs);
+      if (shard === undefined) return;
+      if (shard === 0) await this.housekeeping(cycle);
+      try {
+        await this.evaluateShard(cycle, shard);
+      } catch (err) {
+        if (!(err instanceof LeaseLost)) throw err;
+        this.deps.logger.warn({ cycle: String(cycle), shard }, 'shard taken over by another replica; its work was not committed');
+      }
+    }
+  }
+
+  private async housekeeping(cycle: bigint): Promise<void> {
+    const now = this.now();
+    await evaluation.pruneCycles(this.deps.db, cycle - 100n);
+    await pruneReadings(this.deps.db, new Date(now.getTime() - this.deps.settings.retentionMs));
+  }
+
+  private async evaluateShard(cycle: bigint, shard: number): Promise<void> {
+    const { db, settings, logger } = this.deps;
+    const now = this.now();
+    const devices = await evaluation.devicesOfShard(db, shard, settings.shards);
+    const sensors = await evaluation.summarizeSensors(db, devices, new Date(now.getTime() - settings.windowMs));
+    const profiles = await this.profilesFor(sensors.map((s) => s.profileId));
+    const sensorLevels = new Map<string, Level[]>(devices.map((d) => [d, []]));
+    const changedSensors: Array<{ deviceId: string; tdlId: string; level: Level }> = [];
+    for (const s of sensors) {
+      const profile = (s.profileId !== null ? profiles.byId.get(s.profileId) : undefined) ?? profiles.fallback;
+      const level = evaluateRules(profile.rules, profile.defaultLevel, metricsOf(s, now));
+      sensorLevels.get(s.deviceId)?.push(level);
+      if (level !== s.level) changedSensors.push({ deviceId: s.deviceId, tdlId: s.tdlId, level });
+    }
+    const deviceLevels = [...sensorLevels].map(([deviceId, levels]) => ({ deviceId, level: deviceLevel(levels) }));
+    await db.$transaction(async (tx) => {
+      if (!(await evaluation.completeShard(tx, cycle, shard, this.owner))) throw new LeaseLost();
+      await evaluation.saveSensorLevels(tx, changedSensors);
+      await evaluation.saveDeviceLevels(tx, cycle, deviceLevels, now);
+    });
+    logger.debug({ cycle: String(cycle), shard, devices: devices.length, sensors: sensors.length }, 'shard evaluated');
+    await this.writeDue(devices);
+  }
+
+  private async profilesFor(ids: Array<number | null>): Promise<{ byId: Map<number, ProfileRow>; fallback: ProfileRow }> {
+    const wanted = [...new Set(ids.filter((id): id is number => id !== null))];
+    const [byId, fallback] = await Promise.all([profilesById(this.deps.db, wanted), defaultProfile(this.deps.db)]);
+    return { byId, fallback };
+  }
+
+  /** Writes light1 where it is due and automation is on; a write that fails stays due for the next cycle. */
+  async writeDue(deviceIds: string[]): Promise<void> {
+    const { db, registry, lights, logger, settings } = this.deps;
+    const now = this.now();
+    const due = await evaluation.dueWrites(db, deviceIds, new Date(now.getTime() - HOUR_MS));
+    if (due.length === 0) return;
+    const call = () => ({ requestId: `automation-${randomUUID()}`, deadline: Date.now() + settings.callTimeoutMs });
+    const described = new Map((await registry.lookupDevices(call(), due.map((d) => d.deviceId))).map((d) => [d.device_id, d]));
+    const signalIds = [...new Set(due.flatMap((d) => (d.signalId === null ? [] : [d.signalId])))];
+    const [signals, fallback] = await Promise.all([signalsById(db, signalIds), defaultSignal(db)]);
+    const payloads = new Map<number, Record<SignalKey, string>>();
+    const payloadOf = (signalId: number | null, level: Level): string => {
+      const signal = (signalId !== null ? signals.get(signalId) : undefined) ?? fallback;
+      if (!payloads.has(signal.id)) payloads.set(signal.id, payloadsOf(signal.entries));
+      return payloads.get(signal.id)![signalKeyOf(level)];
+    };
+    const writable = due.filter((d) => {
+      const device = described.get(d.deviceId);
+      return device !== undefined && device.product === 'light' && device.automation_enabled;
+    });
+    let next = 0;
+    const worker = async () => {
+      while (next < writable.length) {
+        const d = writable[next++]!;
+        const payload = payloadOf(d.signalId, d.level);
+        try {
+          const sent = await lights.writeAutomation(call(), d.deviceId, payload);
+          await evaluation.recordWrite(db, d.deviceId, d.level, payload, new Date(sent.sent_at));
+        } catch (err) {
+          logger.warn({ device_id: d.deviceId, err: (err as Error).message }, 'automation write failed; the next cycle retries');
+        }
+      }
+    };
+    await Promise.all(Array.from({ length: Math.min(WRITES_IN_FLIGHT, writable.length) }, worker));
+  }
+}
