@@ -6,7 +6,7 @@ import { OwnFleet } from './support/own-fleet';
  * Nothing the broker acknowledged is lost, whatever restarts: simulated meters publish interval
  * records at a steady rate (QoS 1) while (a) each mqtt-bridge replica is killed and started
  * again, (b) the broker is restarted, (c) the whole fleet is restarted. Every record a meter
- * got a PUBACK for is then listed once by the intervals route (by arrival).
+ * got a PUBACK for is then listed once by the intervals route (by arrival), and nothing else.
  */
 
 const SECRET = 'Delivery-Secr3t!';
@@ -88,17 +88,24 @@ it('stores every acknowledged record exactly once across bridge kills, a broker 
   for (const m of meters) m.misbehave({ silent: true });
   await waitFor(() => meters.every((m) => m.connected && m.unacknowledged === 0), { timeoutMs: 30_000, what: 'every record acknowledged' });
 
+  const keyOf = (s: { record: { sid: string; seq: number } }) => `${s.record.sid}/${s.record.seq}`;
   for (const meter of meters) {
-    const sent = [...new Set(meter.sentRecords.map((s) => `${s.record.sid}/${s.record.seq}`))];
-    expect(sent.length).toBeGreaterThan(30);
+    // What the broker acknowledged must be stored. A publish the meter's MQTT client failed
+    // (queued while a reconnect's resend was cut short) never reached the broker: it may be
+    // missing, but nothing that was not sent may appear.
+    const acknowledged = new Set(meter.sentRecords.filter((s) => s.acknowledged).map(keyOf));
+    const sent = new Set(meter.sentRecords.map(keyOf));
+    expect(acknowledged.size).toBeGreaterThan(30);
+    expect(acknowledged.size).toBeGreaterThan(sent.size * 0.9);
     const stored = await waitFor(
       async () => {
         const keys = await storedKeys(meter.deviceId);
-        return keys.length >= sent.length ? keys : undefined;
+        return [...acknowledged].every((k) => keys.includes(k)) ? keys : undefined;
       },
       { timeoutMs: 30_000, intervalMs: 500, what: `records of ${meter.deviceId}` },
     ).catch(async () => storedKeys(meter.deviceId));
     expect(stored.length).toBe(new Set(stored).size);
-    expect(new Set(stored)).toEqual(new Set(sent));
+    expect([...acknowledged].filter((k) => !stored.includes(k))).toEqual([]);
+    expect(stored.filter((k) => !sent.has(k))).toEqual([]);
   }
 }, 240_000);

@@ -100,19 +100,27 @@ export class DeviceConnection {
     this.client?.subscribe(topics);
   }
 
-  /** Publishes; resolves once the broker acknowledged it (QoS 0: once written) or the connection ended. */
-  publish(topic: string, payload: Buffer, qos: 0 | 1 | 2, retain: boolean): Promise<void> {
+  /**
+   * Publishes; resolves true once the broker acknowledged it (QoS 0: once written), false when
+   * it never will be: no client, the client failed it (mqtt.js fails publishes queued while a
+   * reconnect's resend was cut short), or the connection was ended.
+   */
+  publish(topic: string, payload: Buffer, qos: 0 | 1 | 2, retain: boolean): Promise<boolean> {
     const client = this.client;
-    if (!client) return Promise.resolve();
+    if (!client) return Promise.resolve(false);
     return new Promise((resolve) => {
-      const done = () => {
-        this.inflight.delete(done);
-        resolve();
+      let settled = false;
+      const finish = (acknowledged: boolean) => {
+        if (settled) return;
+        settled = true;
+        this.inflight.delete(abandon);
+        resolve(acknowledged);
       };
-      if (qos > 0) this.inflight.add(done);
+      const abandon = () => finish(false);
+      if (qos > 0) this.inflight.add(abandon);
       client.publish(topic, payload, { qos, retain }, (err) => {
         if (err) this.events.error(err);
-        done();
+        finish(!err);
       });
     });
   }

@@ -237,11 +237,11 @@ export abstract class SimulatedDevice extends EventEmitter {
     return this.connection.active;
   }
 
-  /** Publishes below the device's base topic; dropped (and counted as suppressed) while silent. */
-  protected publish(sub: string, payload: string | Buffer, qos: 0 | 1 | 2, retain = false): Promise<void> {
+  /** Publishes below the device's base topic; dropped (and counted as suppressed) while silent. Resolves true once acknowledged. */
+  protected publish(sub: string, payload: string | Buffer, qos: 0 | 1 | 2, retain = false): Promise<boolean> {
     if (!this.connection.active || this.misbehaviour.silent) {
       this.stats.suppressed++;
-      return Promise.resolve();
+      return Promise.resolve(false);
     }
     const buf = typeof payload === 'string' ? Buffer.from(payload, 'utf8') : payload;
     const topic = `${this.base}/${sub}`;
@@ -254,18 +254,18 @@ export abstract class SimulatedDevice extends EventEmitter {
     if (this.listenerCount('error') > 0) this.emit('error', err);
   }
 
-  protected sendAck(line: string): Promise<void> {
+  protected sendAck(line: string): Promise<boolean> {
     this.stats.acks++;
     this.emit('ack', line);
     return this.publish('sys/resp', line, 1);
   }
 
-  protected sendLog(text: string): Promise<void> {
-    if (!this.misbehaviour.logLines) return Promise.resolve();
+  protected sendLog(text: string): Promise<boolean> {
+    if (!this.misbehaviour.logLines) return Promise.resolve(false);
     return this.publish('sys/resp', `log>${text}`, 1);
   }
 
-  protected publishSettings(): Promise<void> {
+  protected publishSettings(): Promise<boolean> {
     return this.publish('sys/settings', JSON.stringify(this.settingsDocument()), 1);
   }
 
@@ -342,7 +342,7 @@ export abstract class SimulatedDevice extends EventEmitter {
   }
 
   /** Sends `tele/heartbeat` now. */
-  sendHeartbeat(): Promise<void> {
+  sendHeartbeat(): Promise<boolean> {
     const body = { uptime_s: this.uptimeSec(), rssi_dbm: -45 - randomInt(40), heap_free: 96_000 + randomInt(24_000) };
     return this.publish('tele/heartbeat', JSON.stringify(body), 0);
   }
@@ -355,7 +355,9 @@ export abstract class SimulatedDevice extends EventEmitter {
   }
 
   private enqueueCommand(line: string): Promise<void> {
-    const run = this.commandChain.then(() => this.handleCommand(line));
+    const run = this.commandChain.then(async () => {
+      await this.handleCommand(line);
+    });
     this.commandChain = run.catch(() => undefined);
     return run;
   }
@@ -366,7 +368,7 @@ export abstract class SimulatedDevice extends EventEmitter {
   }
 
   /** Unknown verbs, product prechecks and the refusal switch first; then the product's verbs, then the common ones. */
-  private async handleCommand(line: string): Promise<void> {
+  private async handleCommand(line: string): Promise<unknown> {
     const cmd = parseSysCommand(line);
     const known = COMMON_VERBS.has(cmd.verb) || this.isProductVerb(cmd.verb);
     if (!known) return this.sendAck(ackLine(line, 'unknown'));

@@ -45,6 +45,8 @@ export interface SentRecord {
   late: boolean;
   duplicate: boolean;
   bad?: BadValueKind;
+  /** Set once the broker acknowledged it (PUBACK). A publish the MQTT client failed stays false: that record never reached the broker. */
+  acknowledged: boolean;
 }
 
 /**
@@ -302,18 +304,15 @@ export class SimulatedMeter extends SimulatedDevice {
     const dupOpt = this.meterOpts.duplicateRecords;
     const dup = dupOpt === true || (typeof dupOpt === 'number' && Math.random() < dupOpt);
     const limit = this.meterOpts.recordLimit ?? 10_000;
-    const note = (duplicate: boolean) => {
-      const sent: SentRecord = { record: out, payload, late, duplicate, ...(bad ? { bad } : {}) };
+    const send = async (duplicate: boolean) => {
+      const sent: SentRecord = { record: out, payload, late, duplicate, ...(bad ? { bad } : {}), acknowledged: false };
       if (limit > 0) {
         this.sentRecords.push(sent);
         if (this.sentRecords.length > limit) this.sentRecords.shift();
       }
       if (this.listenerCount('record') > 0) this.emit('record', sent);
+      sent.acknowledged = await this.publish('iv', payload, 1);
     };
-    note(false);
-    const first = this.publish('iv', payload, 1);
-    if (!dup) return first;
-    note(true);
-    await Promise.all([first, this.publish('iv', payload, 1)]);
+    await Promise.all(dup ? [send(false), send(true)] : [send(false)]);
   }
 }

@@ -16,16 +16,16 @@ export interface VerbHost {
   fwVersion: string;
   activeSettings: Record<string, SettingValue>;
   pendingSettings: Record<string, SettingValue>;
-  sendAck(line: string): Promise<void>;
-  sendLog(text: string): Promise<void>;
-  publishSettings(): Promise<void>;
+  sendAck(line: string): Promise<boolean>;
+  sendLog(text: string): Promise<boolean>;
+  publishSettings(): Promise<boolean>;
   /** Power-cycles after the acknowledgement is out (reboot, ota_update). */
   reboot(reason: string): void;
   factoryReset(): Promise<void>;
 }
 
 /** Runs one common verb and sends its acknowledgement (and what follows it: settings, a reboot). */
-export async function runCommonVerb(host: VerbHost, cmd: SysCommand): Promise<void> {
+export async function runCommonVerb(host: VerbHost, cmd: SysCommand): Promise<unknown> {
   const line = cmd.line;
   switch (cmd.verb) {
     case 'query':
