@@ -4,6 +4,7 @@ import { parseArgs } from 'node:util';
 import { SimClock } from './clock';
 import { deriveBrokerPassword, deviceIdsFromPrefix, isDeviceId, PRODUCTS, type Product } from './credentials';
 import { BAD_VALUE_KINDS, type BadValueKind, type ClockMode } from './meter-model';
+import type { SensorOptions } from './light';
 import { DevicePool, type PoolDeviceOptions } from './pool';
 
 const USAGE = `fleet-sim: simulated lights and meters for a running fleet (device protocol v1)
@@ -26,6 +27,8 @@ run options:
   --protocol 4|5         MQTT 3.1.1 (default) or 5              --session-expiry S  MQTT 5 session expiry
   --log-lines            send log> lines on sys/resp            --fetch-files       addfile/setcert really download
   light:  --sensors N    tdl sensors per light (ids <device_id>-t<k>, every --sensor-period S, default 60)
+          --sensor-temp C (default 4, "none": no temperature)  --sensor-humidity H (default 45, "none")
+          --sensor-breach-above C  breach while temp_c is above C (default 8)
   meter:  --interval S (default 900)  --ct N (default 1)  --clock synced|free|none  --load-w W
           --sample-error busy|config_mode|unsupported|rejected|no_snapshot|no_answer  --reset-failure REASON
           --duplicate-records  --late-records  --bad-values [--bad-kinds a,b]  --same-sid-on-restart
@@ -55,6 +58,9 @@ const options = {
   'fetch-files': { type: 'boolean' },
   sensors: { type: 'string' },
   'sensor-period': { type: 'string' },
+  'sensor-temp': { type: 'string' },
+  'sensor-humidity': { type: 'string' },
+  'sensor-breach-above': { type: 'string' },
   interval: { type: 'string' },
   ct: { type: 'string' },
   clock: { type: 'string' },
@@ -92,6 +98,25 @@ function num(values: Values, name: keyof Values, fallback?: number): number | un
   const n = Number(raw);
   if (typeof raw !== 'string' || !Number.isFinite(n) || n < 0) throw new UsageError(`--${name} must be a non-negative number`);
   return n;
+}
+
+/** A reading's base value: a number (may be negative), or "none" for a sensor that reports null. */
+function reading(values: Values, name: 'sensor-temp' | 'sensor-humidity'): number | null | undefined {
+  const raw = values[name];
+  if (raw === undefined) return undefined;
+  if (raw === 'none') return null;
+  const n = Number(raw);
+  if (raw.trim() === '' || !Number.isFinite(n)) throw new UsageError(`--${name} must be a number or "none"`);
+  return n;
+}
+
+function sensorsOf(values: Values, id: string): SensorOptions[] {
+  const count = num(values, 'sensors', 0) ?? 0;
+  const breach = values['sensor-breach-above'];
+  const breachAboveC = breach === undefined ? undefined : Number(breach);
+  if (breachAboveC !== undefined && (breach!.trim() === '' || !Number.isFinite(breachAboveC))) throw new UsageError('--sensor-breach-above must be a number');
+  const base = { periodSec: num(values, 'sensor-period', 60), tempC: reading(values, 'sensor-temp'), humidity: reading(values, 'sensor-humidity'), breachAboveC };
+  return Array.from({ length: count }, (_, k) => ({ tdlId: `${id}-t${k + 1}`, ...base }));
 }
 
 function product(values: Values): Product {
@@ -188,7 +213,7 @@ async function run(values: Values): Promise<void> {
   if (!fileCreds && !rootSecret) throw new UsageError('give --root-secret S or --password-file FILE');
   const deviceIds = ids(values, fileCreds ? [...fileCreds.keys()] : undefined);
   const perDeviceSensors = num(values, 'sensors', 0) ?? 0;
-  const sensorPeriod = num(values, 'sensor-period', 60);
+  sensorsOf(values, 'check'); // refuses bad sensor options before any device connects
   const origin = values['start-at'] !== undefined ? Date.parse(values['start-at']) : undefined;
   if (origin !== undefined && Number.isNaN(origin)) throw new UsageError('--start-at must be a date-time, e.g. 2026-11-21T00:00:00Z');
   const clock = new SimClock({ speed: num(values, 'speed', 1), origin });
@@ -206,7 +231,7 @@ async function run(values: Values): Promise<void> {
       return c;
     },
     device: deviceOptions(values, prod),
-    perDevice: prod === 'light' && perDeviceSensors > 0 ? (id) => ({ sensors: Array.from({ length: perDeviceSensors }, (_, k) => ({ tdlId: `${id}-t${k + 1}`, periodSec: sensorPeriod })) }) : undefined,
+    perDevice: prod === 'light' && perDeviceSensors > 0 ? (id) => ({ sensors: sensorsOf(values, id) }) : undefined,
   });
 
   if (prod === 'meter' && clock.speed > 1 && (values.clock ?? 'synced') === 'synced' && origin === undefined) {

@@ -37,6 +37,8 @@ interface SensorState {
   humidity: number | null;
   /** Values forced by a test for the next readings. */
   forced?: Partial<Omit<SensorReading, 'at'>>;
+  /** A silent sensor keeps its schedule but relays nothing (a sensor out of range or dead). */
+  silent?: boolean;
   task?: ScheduledTask;
 }
 
@@ -95,8 +97,15 @@ export class SimulatedLight extends SimulatedDevice {
     s.forced = { ...s.forced, ...values };
   }
 
+  /** Silences a sensor (its readings stop reaching the broker) or brings it back. */
+  setSensorSilent(tdlId: string, silent: boolean): void {
+    const s = this.sensors.get(tdlId);
+    if (!s) throw new Error(`no sensor ${tdlId}`);
+    s.silent = silent;
+  }
+
   /** Publishes one reading now (the given one, or the sensor's next). */
-  publishReading(tdlId: string, reading?: SensorReading): Promise<void> {
+  publishReading(tdlId: string, reading?: SensorReading): Promise<boolean> {
     const s = this.sensors.get(tdlId);
     const body = reading ?? (s ? this.nextReading(s) : undefined);
     if (!body) throw new Error(`no sensor ${tdlId}`);
@@ -109,7 +118,7 @@ export class SimulatedLight extends SimulatedDevice {
     const due = (first || !s.task ? this.clock.now() : s.task.due) + wait;
     s.task = this.clock.at(due, () => {
       // Readings are taken on schedule; `at` says when, however late the timer ran.
-      if (this.state === 'online') void this.publish(`tdl/${s.options.tdlId}`, JSON.stringify(this.nextReading(s, due)), 1);
+      if (this.state === 'online' && !s.silent) void this.publish(`tdl/${s.options.tdlId}`, JSON.stringify(this.nextReading(s, due)), 1);
       if (this.state !== 'stopped' && this.state !== 'factory_reset' && this.state !== 'rebooting') this.scheduleSensor(s, false);
     });
   }

@@ -61,7 +61,33 @@ describe('fleet-sim CLI', () => {
     await probe.close();
   }, 30_000);
 
+  it('relays sensor readings around the configured values from every light', async () => {
+    const probe = await MqttProbe.open(BROKER, [`${root}/+/tdl/#`]);
+    const prefix = randomBytes(3).toString('hex').toUpperCase();
+    const args = ['--broker', BROKER, '--product', 'light', '--id-prefix', prefix, '--count', '2', '--root-secret', ROOT_SECRET, '--topic-root', root, '--speed', '600'];
+    const child = spawn(process.execPath, [cli, ...args, '--sensors', '2', '--sensor-period', '60', '--sensor-temp', '12', '--sensor-humidity', 'none', '--sensor-breach-above', '10'], { stdio: 'ignore' });
+    const exited = new Promise<number | null>((r) => child.once('exit', (code) => r(code)));
+    try {
+      const readings = await probe.waitForCount((m) => /\/tdl\/[0-9A-F]{12}-t[12]$/.test(m.topic), 8, 10_000);
+      expect(new Set(readings.map((m) => m.topic)).size).toBe(4);
+      for (const m of readings) {
+        const r = JSON.parse(m.text);
+        expect(r.temp_c).toBeGreaterThan(10);
+        expect(r.temp_c).toBeLessThan(14);
+        expect(r.humidity).toBeNull();
+        expect(r.breach).toBe(true);
+      }
+    } finally {
+      child.kill('SIGINT');
+    }
+    expect(await exited).toBe(0);
+    await probe.close();
+  }, 30_000);
+
   it('exits non-zero with a usage message on bad arguments', () => {
     expect(() => execFileSync(process.execPath, [cli, '--broker', BROKER, '--product', 'lamp', '--count', '1', '--root-secret', ROOT_SECRET], { stdio: 'pipe' })).toThrow(/--product must be light or meter/);
+    expect(() => execFileSync(process.execPath, [cli, '--broker', BROKER, '--count', '1', '--id-prefix', 'AB', '--root-secret', ROOT_SECRET, '--sensors', '1', '--sensor-temp', 'warm'], { stdio: 'pipe' })).toThrow(
+      /--sensor-temp must be a number or "none"/,
+    );
   });
 });

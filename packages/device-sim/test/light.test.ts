@@ -217,6 +217,21 @@ describe('SimulatedLight', () => {
     expect(parsed[1].at - parsed[0].at).toBeLessThanOrEqual(61);
   });
 
+  it('stops relaying a silenced sensor and resumes when it is back', async () => {
+    const d = light({ speed: 600, sensors: [{ tdlId: 'quiet', periodSec: 60 }, { tdlId: 'loud', periodSec: 60 }] });
+    await d.start();
+    await probe.waitForCount((m) => m.topic === `${d.base}/tdl/quiet`, 1, 3000);
+    d.setSensorSilent('quiet', true);
+    // Let any reading already handed to the client land before counting.
+    const loudBefore = probe.messages.filter((m) => m.topic === `${d.base}/tdl/loud`).length;
+    await probe.waitForCount((m) => m.topic === `${d.base}/tdl/loud`, loudBefore + 1, 3000);
+    const quietAt = probe.messages.filter((m) => m.topic === `${d.base}/tdl/quiet`).length;
+    await probe.waitForCount((m) => m.topic === `${d.base}/tdl/loud`, loudBefore + 4, 5000);
+    expect(probe.messages.filter((m) => m.topic === `${d.base}/tdl/quiet`).length).toBe(quietAt);
+    d.setSensorSilent('quiet', false);
+    await probe.waitForCount((m) => m.topic === `${d.base}/tdl/quiet`, quietAt + 1, 3000);
+  });
+
   it('gives up a start that has not connected yet when stopped', async () => {
     // A "broker" that accepts the TCP connection and never answers CONNECT.
     const sockets: Socket[] = [];
