@@ -17,14 +17,20 @@ const schema = baseConfigSchema.extend({
   /** The evaluation cycle: its period (the spec's "about 2 minutes"), shards, a replica's lease on a shard. */
   EVALUATION_PERIOD_MS: ms(120_000),
   EVALUATION_SHARDS: z.coerce.number().int().min(1).max(1024).default(16),
-  EVALUATION_LEASE_MS: ms(30_000),
+  /** Unset: half the period. It must be shorter than the period, or a dead replica's shards would miss their cycle. */
+  EVALUATION_LEASE_MS: z.coerce.number().int().positive().optional(),
   /** The window the metrics look back over, and how long readings are kept. */
   METRICS_WINDOW_MS: ms(3_600_000),
   READINGS_RETENTION_MS: ms(172_800_000),
 });
 
-export type ConfigAlertingConfig = z.infer<typeof schema>;
+export type ConfigAlertingConfig = Omit<z.infer<typeof schema>, 'EVALUATION_LEASE_MS'> & { EVALUATION_LEASE_MS: number };
 
 export function readConfigAlertingConfig(env: Record<string, string | undefined> = process.env): ConfigAlertingConfig {
-  return loadConfig(schema, env);
+  const config = loadConfig(schema, env);
+  const lease = config.EVALUATION_LEASE_MS ?? Math.floor(config.EVALUATION_PERIOD_MS / 2);
+  if (lease >= config.EVALUATION_PERIOD_MS) {
+    throw new Error(`invalid configuration: EVALUATION_LEASE_MS (${lease}) must be shorter than EVALUATION_PERIOD_MS (${config.EVALUATION_PERIOD_MS})`);
+  }
+  return { ...config, EVALUATION_LEASE_MS: lease };
 }

@@ -1,3 +1,5 @@
+import { randomUUID } from 'node:crypto';
+import { hostname } from 'node:os';
 import { ensureDatabase, migrate } from '@fleet/db';
 import { LightClient } from '@fleet/light-client';
 import { RegistryClient } from '@fleet/registry-client';
@@ -41,6 +43,8 @@ async function main(): Promise<void> {
     lights,
     registry,
     logger: logger.child({ component: 'evaluation' }),
+    // Shard claims name the replica: host and process, so an SRE (or a test) can tell who holds one.
+    owner: `${hostname()}:${process.pid}:${randomUUID().slice(0, 8)}`,
     settings: {
       periodMs: config.EVALUATION_PERIOD_MS,
       shards: config.EVALUATION_SHARDS,

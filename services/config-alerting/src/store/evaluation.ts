@@ -18,7 +18,7 @@ export async function openCycle(db: ConfigTx, cycle: bigint, shards: number): Pr
 /** Takes a shard nobody holds (or whose holder's lease ran out); undefined when none is left. */
 export async function claimShard(db: ConfigTx, cycle: bigint, owner: string, leaseMs: number): Promise<number | undefined> {
   const rows = await db.$queryRaw<Array<{ shard: number }>>`
-    UPDATE cycle_shards SET owner = ${owner}, lease_until = now() + ${leaseMs} * interval '1 millisecond'
+    UPDATE cycle_shards SET owner = ${owner}, claimed_at = now(), lease_until = now() + ${leaseMs} * interval '1 millisecond'
     WHERE (cycle, shard) = (
       SELECT cycle, shard FROM cycle_shards
       WHERE cycle = ${cycle} AND done_at IS NULL AND (lease_until IS NULL OR lease_until < now())
@@ -28,10 +28,15 @@ export async function claimShard(db: ConfigTx, cycle: bigint, owner: string, lea
 }
 
 /** Marks the shard done if this replica still holds it; false when its lease was lost (nothing must be committed). */
-export async function completeShard(tx: ConfigTx, cycle: bigint, shard: number, owner: string): Promise<boolean> {
+export async function completeShard(tx: ConfigTx, cycle: bigint, shard: number, owner: string, devices: number): Promise<boolean> {
   const done = await tx.$executeRaw`
-    UPDATE cycle_shards SET done_at = now() WHERE cycle = ${cycle} AND shard = ${shard} AND owner = ${owner} AND done_at IS NULL`;
+    UPDATE cycle_shards SET done_at = now(), devices = ${devices} WHERE cycle = ${cycle} AND shard = ${shard} AND owner = ${owner} AND done_at IS NULL`;
   return done === 1;
+}
+
+/** Records that the shard's light1 writes are over (how many went out): the cycle's timing, for operators and the benchmark. */
+export async function settleShard(db: ConfigTx, cycle: bigint, shard: number, writes: number): Promise<void> {
+  await db.$executeRaw`UPDATE cycle_shards SET settled_at = now(), writes = ${writes} WHERE cycle = ${cycle} AND shard = ${shard}`;
 }
 
 export async function pruneCycles(db: ConfigTx, before: bigint): Promise<void> {
@@ -136,12 +141,30 @@ export interface WriteCandidate {
   signalId: number | null;
 }
 
-/** Devices of the list whose light1 is due: a write asked for, or none for an hour (the hourly pass). */
-export async function dueWrites(db: ConfigTx, deviceIds: string[], hourAgo: Date): Promise<WriteCandidate[]> {
+/**
+ * The hourly pass, spread over the hour: each light has a slot (a hash of its id) among the
+ * cycles of an hour and is rewritten in the cycle of its slot, so each cycle carries about
+ * 1/slots of the lights instead of all of them at once.
+ */
+export interface HourlySlot {
+  /** Cycles in an hour (at least 1). */
+  slots: number;
+  /** The slot of this cycle. */
+  current: number;
+  /** A light written after this (in the current cycle already) is not rewritten for its slot. */
+  writtenBefore: Date;
+  /** A light not written since this (a slot missed) is rewritten whatever its slot. */
+  hourAgo: Date;
+}
+
+/** Devices of the list whose light1 is due: a write asked for, its hourly slot, or none for an hour. */
+export async function dueWrites(db: ConfigTx, deviceIds: string[], hourly: HourlySlot): Promise<WriteCandidate[]> {
   if (deviceIds.length === 0) return [];
   const rows = await db.$queryRaw<Array<{ device_id: string; level: string; signal_id: number | null }>>`
     SELECT a.device_id, a.level, ds.signal_id FROM alert_states a LEFT JOIN device_signals ds ON ds.device_id = a.device_id
-    WHERE a.device_id = ANY(${deviceIds}::text[]) AND (a.write_needed OR a.written_at IS NULL OR a.written_at < ${hourAgo})`;
+    WHERE a.device_id = ANY(${deviceIds}::text[]) AND (
+      a.write_needed OR a.written_at IS NULL OR a.written_at < ${hourly.hourAgo}
+      OR (a.written_at < ${hourly.writtenBefore} AND mod(abs(hashtext(a.device_id || '/hourly')::bigint), ${hourly.slots}) = ${hourly.current}))`;
   return rows.map((r) => ({ deviceId: r.device_id, level: r.level as Level, signalId: r.signal_id }));
 }
 

@@ -125,12 +125,13 @@ export class EvaluationCycle {
     }
     const deviceLevels = [...sensorLevels].map(([deviceId, levels]) => ({ deviceId, level: deviceLevel(levels) }));
     await db.$transaction(async (tx) => {
-      if (!(await evaluation.completeShard(tx, cycle, shard, this.owner))) throw new LeaseLost();
+      if (!(await evaluation.completeShard(tx, cycle, shard, this.owner, devices.length))) throw new LeaseLost();
       await evaluation.saveSensorLevels(tx, changedSensors);
       await evaluation.saveDeviceLevels(tx, cycle, deviceLevels, now);
     });
     logger.debug({ cycle: String(cycle), shard, devices: devices.length, sensors: sensors.length }, 'shard evaluated');
-    await this.writeDue(devices);
+    const writes = await this.writeDue(devices, cycle);
+    await evaluation.settleShard(db, cycle, shard, writes);
   }
 
   private async profilesFor(ids: Array<number | null>): Promise<{ byId: Map<number, ProfileRow>; fallback: ProfileRow }> {
@@ -139,12 +140,22 @@ export class EvaluationCycle {
     return { byId, fallback };
   }
 
-  /** Writes light1 where it is due and automation is on; a write that fails stays due for the next cycle. */
-  async writeDue(deviceIds: string[]): Promise<void> {
+  /** The hourly pass's slot of a cycle (store/evaluation.ts, HourlySlot). */
+  private hourlySlot(cycle: bigint, now: Date): evaluation.HourlySlot {
+    const { periodMs } = this.deps.settings;
+    const slots = Math.max(1, Math.floor(HOUR_MS / periodMs));
+    return { slots, current: Number(cycle % BigInt(slots)), writtenBefore: new Date(Number(cycle) * periodMs), hourAgo: new Date(now.getTime() - HOUR_MS) };
+  }
+
+  /**
+   * Writes light1 where it is due and automation is on; a write that fails stays due for the
+   * next cycle. Resolves with the number of writes that went out.
+   */
+  async writeDue(deviceIds: string[], cycle: bigint): Promise<number> {
     const { db, registry, lights, logger, settings } = this.deps;
     const now = this.now();
-    const due = await evaluation.dueWrites(db, deviceIds, new Date(now.getTime() - HOUR_MS));
-    if (due.length === 0) return;
+    const due = await evaluation.dueWrites(db, deviceIds, this.hourlySlot(cycle, now));
+    if (due.length === 0) return 0;
     const call = () => ({ requestId: `automation-${randomUUID()}`, deadline: Date.now() + settings.callTimeoutMs });
     const described = new Map((await registry.lookupDevices(call(), due.map((d) => d.deviceId))).map((d) => [d.device_id, d]));
     const signalIds = [...new Set(due.flatMap((d) => (d.signalId === null ? [] : [d.signalId])))];
@@ -160,6 +171,7 @@ export class EvaluationCycle {
       return device !== undefined && device.product === 'light' && device.automation_enabled;
     });
     let next = 0;
+    let written = 0;
     const worker = async () => {
       while (next < writable.length) {
         const d = writable[next++]!;
@@ -167,11 +179,13 @@ export class EvaluationCycle {
         try {
           const sent = await lights.writeAutomation(call(), d.deviceId, payload);
           await evaluation.recordWrite(db, d.deviceId, d.level, payload, new Date(sent.sent_at));
+          written++;
         } catch (err) {
           logger.warn({ device_id: d.deviceId, err: (err as Error).message }, 'automation write failed; the next cycle retries');
         }
       }
     };
     await Promise.all(Array.from({ length: Math.min(WRITES_IN_FLIGHT, writable.length) }, worker));
+    return written;
   }
 }
