@@ -1,3 +1,6 @@
+/** The shared fleet's alert evaluation period (config-alerting's EVALUATION_PERIOD_MS). */
+export const ALERT_PERIOD_MS = 1500;
+
 /** What the global setup started, handed to the test files through the environment. */
 export interface E2eFleet {
   gatewayUrl: string;

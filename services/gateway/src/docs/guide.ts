@@ -70,6 +70,7 @@ export function renderGuide(baseUrl: string, links: GuideLinks): string {
 <li><a href="#rate-limits">Rate limits</a></li>
 <li><a href="#idempotency">Idempotency</a></li>
 <li><a href="#cursors">Cursors</a></li>
+<li><a href="#alerting">Temperature alerting</a></li>
 <li><a href="#versioning">Versioning</a></li>
 <li><a href="#more">Reference</a></li>
 </ul>
@@ -218,6 +219,38 @@ ${row(['Live reading', 'At most one request per meter every 10 seconds, whoever 
 <section id="cursors">
 <h2>Cursors</h2>
 <p>Lists that page use cursors. Pass the answer's <code>next_cursor</code> back as the <code>cursor</code> query parameter; <code>has_more</code> says whether another page waits. Cursors are opaque and URL-safe: store and send them as they are, never build or edit one.</p>
+</section>
+
+<section id="alerting">
+<h2>Temperature alerting: a worked example</h2>
+<p>A light can relay readings of temperature sensors near it (a fridge, a cold room). You attach a sensor to the light with an <em>alert profile</em> (rules over the sensor's recent readings), and choose an <em>alert signal</em> (what <code>light1</code> shows at each level). About every 2 minutes the platform evaluates every attached sensor; at each change of the light's level, and once an hour, it writes the signal's entry for that level to <code>light1</code>. <code>light2</code>, <code>light3</code>, <code>sound</code> and <code>contact</code> are never touched. You need <code>profile_manage</code>, <code>signal_manage</code>, <code>config_write</code> and <code>config_read</code>.</p>
+<p><strong>1. A profile.</strong> Rules run in order and the first whose conditions all hold gives the level; none does: the <code>default</code>. This one says: no reading for 15 minutes is stale, above 8 °C three readings in a row is a warning, one reading above 8 °C is an advisory:</p>
+<pre><code>curl -sS -X POST "$BASE_URL/v1/profiles" \
+  -H "Authorization: Bearer $API_KEY" -H "Content-Type: application/json" \
+  -d '{"name": "Fridge", "default": "CLEAR", "rules": [
+        {"all": [{"metric": "newest_age_secs", "op": "&gt;", "value": 900}], "level": "STALE_DATA"},
+        {"all": [{"metric": "latest_temp_c", "op": "&gt;", "value": 8},
+                 {"metric": "consecutive_breaches", "op": "&gt;=", "value": 3}], "level": "WARNING"},
+        {"all": [{"metric": "latest_temp_c", "op": "&gt;", "value": 8}], "level": "ADVISORY"}]}'</code></pre>
+<p>The answer is <code>201</code> with <code>{"id": 7}</code> and <code>Location: /v1/profiles/7</code>. A malformed rule is <code>400 validation_error</code> naming it, e.g. <code>rules[1].all[0].op</code>.</p>
+<p><strong>2. A signal</strong> (or use the default one: solid green, solid amber, solid red, pulsing blue when there is no data). Every entry is checked as the light would run it; values are never rounded:</p>
+<pre><code>curl -sS -X POST "$BASE_URL/v1/alert-signals" \
+  -H "Authorization: Bearer $API_KEY" -H "Content-Type: application/json" \
+  -d '{"name": "Kitchen", "entries": {
+        "CLEAR":    {"light": {"type": "Solid", "color": {"r": 0, "g": 128, "b": 0}}},
+        "ADVISORY": {"light": {"type": "Solid", "color": {"r": 255, "g": 191, "b": 0}}},
+        "WARNING":  {"light": {"type": "Pulse", "color": {"r": 255, "g": 0, "b": 0}, "period_s": 0.5}},
+        "NO_DATA":  {"light": {"type": "Solid", "color": {"r": 0, "g": 0, "b": 64}}}}}'</code></pre>
+<p><strong>3. Attach the sensor and choose the signal</strong> on the light (<code>0A1B2C3D4E5F</code>, sensor <code>fridge.1</code> as the light relays it):</p>
+<pre><code>curl -sS -X POST "$BASE_URL/v1/devices/0A1B2C3D4E5F/sensors" \
+  -H "Authorization: Bearer $API_KEY" -H "Content-Type: application/json" \
+  -d '{"tdl_id": "fridge.1", "profile_id": 7}'
+curl -sS -X PUT "$BASE_URL/v1/devices/0A1B2C3D4E5F/alert-signal" \
+  -H "Authorization: Bearer $API_KEY" -H "Content-Type: application/json" \
+  -d '{"alert_signal_id": 12}'</code></pre>
+<p><strong>4. Watch it work.</strong> While the fridge stays cold, <code>light1</code> is solid green. When three readings in a row are above 8 °C, the next evaluation moves the light to WARNING and <code>light1</code> pulses red; when the sensor falls silent for 15 minutes it shows the NO_DATA entry. <code>GET /v1/devices/0A1B2C3D4E5F/config</code> shows the sensors with their profiles and the chosen signal. A profile change takes effect at the next evaluation; a signal change reaches the light at its next level change or within the hour.</p>
+<p><strong>Your own <code>light1</code> commands.</strong> Automation overwrites <code>light1</code> at its next write. To show something else on <code>light1</code> for a while, suspend automation with <code>PUT /v1/devices/{device_id}/automation</code> <code>{"enabled": false}</code> (permission <code>automation_control</code>); the level is still evaluated, and the pending entry is written as soon as you enable it again.</p>
+<p>Limits: 50 own profiles and 50 own signals (<code>403 limit_reached</code>), 20 rules of up to 8 conditions each; names are unique (<code>409 name_taken</code>); a profile still used by a sensor cannot be deleted (<code>409 in_use</code> with the count); deleting a signal in use returns its lights to the default signal. Configuration changes share a separate throttle of 30 per minute.</p>
 </section>
 
 <section id="versioning">
