@@ -122,6 +122,24 @@ describe('Content-Encoding', () => {
     expectError(await call(gw.url, 'GET', '/v1/nowhere', { headers: { 'Content-Encoding': coding } }), 415, 'unsupported_media_type');
   });
 
+  it('lets a client still sending a large body read its early refusal (415 for the coding, 413 past the limit), not a reset', async () => {
+    // Far past what socket buffers hold: the gateway refuses while the client is still writing.
+    const body = 'x'.repeat(4_000_000);
+    const { hostname, port } = new URL(gw.url);
+    for (const [coding, status, code] of [['br', 415, 'unsupported_media_type'], ['identity', 413, 'payload_too_large']] as const) {
+      const head = `PUT /v1/things/a HTTP/1.1\r\nHost: x\r\nConnection: close\r\nAuthorization: Bearer ${key}\r\nContent-Type: application/json\r\nContent-Encoding: ${coding}\r\nContent-Length: ${body.length}\r\n\r\n`;
+      const answer = await new Promise<string>((resolve, reject) => {
+        const socket = net.connect(Number(port), hostname, () => socket.write(head + body));
+        const chunks: Buffer[] = [];
+        socket.on('data', (c: Buffer) => chunks.push(c));
+        socket.on('close', () => resolve(Buffer.concat(chunks).toString('utf8')));
+        socket.on('error', reject);
+      });
+      expect(answer.split('\r\n')[0]).toBe(`HTTP/1.1 ${status} ${http.STATUS_CODES[status]}`);
+      expect(JSON.parse(answer.slice(answer.indexOf('\r\n\r\n') + 4)).code).toBe(code);
+    }
+  });
+
   it('accepts identity', async () => {
     const res = await call(gw.url, 'POST', '/v1/things/a', { key, body: { name: 'x' }, headers: { 'Content-Encoding': 'Identity' } });
     expect(res.status).toBe(200);

@@ -61,7 +61,7 @@ function conventions(logger: Logger) {
 /** In production plain HTTP is refused unless a trusted proxy says the client used HTTPS. */
 function httpsOnly(req: Request, res: Response, next: NextFunction): void {
   if (req.secure) return next();
-  sendError(res, new ApiError(403, 'https_required', 'HTTPS is required.'));
+  refuseUnread(req, res, new ApiError(403, 'https_required', 'HTTPS is required.'));
 }
 
 /** Request headers a request may carry at most once: a second one would be ignored or merged silently. */
@@ -78,18 +78,18 @@ function headerRules(req: Request, res: Response, next: NextFunction): void {
     const name = (req.rawHeaders[i] as string).toLowerCase();
     if (!SINGLE_HEADERS.includes(name)) continue;
     if (seen.has(name)) {
-      sendError(res, new ValidationError(`The ${req.rawHeaders[i]} header was sent more than once; send it once.`));
+      refuseUnread(req, res, new ValidationError(`The ${req.rawHeaders[i]} header was sent more than once; send it once.`));
       return;
     }
     seen.add(name);
   }
   if (!isUtf8QueryString(req.url)) {
-    sendError(res, new ValidationError('The query string is not valid percent-encoded UTF-8.'));
+    refuseUnread(req, res, new ValidationError('The query string is not valid percent-encoded UTF-8.'));
     return;
   }
   const coding = req.get('Content-Encoding');
   if (coding !== undefined && coding.trim() !== '' && coding.trim().toLowerCase() !== 'identity') {
-    sendError(res, new ApiError(415, 'unsupported_media_type', 'Content-Encoding is not supported: send the body uncompressed (identity).'));
+    refuseUnread(req, res, new ApiError(415, 'unsupported_media_type', 'Content-Encoding is not supported: send the body uncompressed (identity).'));
     return;
   }
   next();
@@ -135,8 +135,34 @@ function errorHandler(logger: Logger) {
       res.end();
       return;
     }
-    sendError(res, failure);
+    refuseUnread(req, res, failure);
   };
+}
+
+/**
+ * Answers a request refused before all of its body was read (a header rule, a body over the
+ * limit). What the client still sends is read and dropped first, for at most LINGER_MS:
+ * answering and closing the connection with unread input would make the kernel reset it, and
+ * the client, still writing, would lose the answer.
+ */
+function refuseUnread(req: Request, res: Response, failure: unknown): void {
+  if (req.complete) {
+    sendError(res, failure);
+    return;
+  }
+  let answered = false;
+  const answer = () => {
+    if (answered) return;
+    answered = true;
+    clearTimeout(timer);
+    if (!res.headersSent && !res.destroyed) sendError(res, failure);
+  };
+  const timer = setTimeout(answer, LINGER_MS);
+  req.on('data', () => undefined);
+  req.once('end', answer);
+  req.once('error', answer);
+  req.socket.once('close', answer);
+  req.resume();
 }
 
 /** Status, code and message of a request Node's HTTP parser refused before the app saw it. */
