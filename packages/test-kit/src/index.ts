@@ -119,3 +119,4 @@ export async function rejectionOf<T extends Error>(work: Promise<unknown>, type:
   }
   throw new Error(`expected a rejection with ${type.name}`);
 }
+export { partnerId, principal } from './principal';

@@ -1,10 +1,9 @@
-import type { Principal } from '@fleet/contracts';
 import { Bus, createLogger, type Logger } from '@fleet/service-kit';
-import { uniqueId, createMigratedTestDb, type TestDatabase } from '@fleet/test-kit';
+import { createMigratedTestDb, type TestDatabase } from '@fleet/test-kit';
 import { MIGRATIONS_DIR } from '../src/migrations';
 import { openRegistryDb, type RegistryDb } from '../src/store/prisma';
 
-export { startPrivateNats, type PrivateNats } from '@fleet/test-kit';
+export { partnerId, principal, startPrivateNats, type PrivateNats } from '@fleet/test-kit';
 
 export type TestDb = TestDatabase<RegistryDb>;
 
@@ -20,15 +19,3 @@ export async function connectBus(url: string, service = 'device-registry'): Prom
 /** mqtt-bridge's stand-in, shared by every caller's tests. */
 export { BridgeStandIn } from '@fleet/test-kit';
 
-export function principal(overrides: Partial<Principal> = {}): Principal {
-  return {
-    partner_id: uniqueId('p'),
-    name: 'Test partner',
-    key_prefix: 'pk_test',
-    permissions: [],
-    org_grants: [],
-    allowed_channels: ['light1', 'light2', 'light3', 'sound', 'contact'],
-    limits: { requests_per_min: 600, device_commands_per_min: 60 },
-    ...overrides,
-  };
-}
