@@ -24,6 +24,9 @@ BENCHES.bridge = require('./benches/bridge-capture');
 // `meter`: simulated meters through broker, bridge and meter into Postgres; read latency over a year.
 BENCHES.meter = require('./benches/meter');
 
+// `alerting`: sensor readings through broker, bridge and config-alerting; one evaluation cycle over 50,000 sensors.
+BENCHES.alerting = require('./benches/alerting');
+
 const RESULTS_DIR = path.join(__dirname, 'results');
 
 function usage() {

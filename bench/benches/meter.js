@@ -14,7 +14,7 @@ const { performance } = require('node:perf_hooks');
 const { Client } = require('pg');
 const { connect: natsConnect, headers: natsHeaders } = require('nats');
 const { startFleet, freePort, ROOT } = require('@fleet/launcher');
-const { gatewayAdmin, dropDatabasesWithPrefix } = require('../lib/fleet-setup');
+const { gatewayAdmin, dropDatabasesWithPrefix, databaseUrl, waitUntil } = require('../lib/fleet-setup');
 
 const SERVICES = ['device-registry', 'meter', 'mqtt-bridge', 'gateway'];
 const POSTGRES_URL = process.env.POSTGRES_URL ?? 'postgresql://postgres@127.0.0.1:5432/postgres';
@@ -36,22 +36,6 @@ const COLUMNS = [
 
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 const deviceSim = () => require(path.join(ROOT, 'packages', 'device-sim', 'dist'));
-
-function databaseUrl(name) {
-  const url = new URL(POSTGRES_URL);
-  url.pathname = `/${name}`;
-  return url.toString();
-}
-
-async function waitUntil(check, timeoutMs, what) {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const value = await check();
-    if (value) return value;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await sleep(100);
-  }
-}
 
 function percentiles(samples) {
   const xs = [...samples].sort((a, b) => a - b);

@@ -128,4 +128,15 @@ async function redisCpuReader() {
   };
 }
 
-module.exports = { startPrivateFleet, gatewayAdmin, redisCpuReader, dropDatabasesWithPrefix, deleteRedisKeys };
+/** Resolves with check()'s first truthy value, polling every 200 ms; rejects after timeoutMs. */
+async function waitUntil(check, timeoutMs, what) {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const value = await check();
+    if (value) return value;
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 200));
+  }
+}
+
+module.exports = { startPrivateFleet, gatewayAdmin, redisCpuReader, dropDatabasesWithPrefix, deleteRedisKeys, databaseUrl, waitUntil };
