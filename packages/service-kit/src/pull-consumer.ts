@@ -123,8 +123,12 @@ export class DurablePullConsumer {
           failures = 0;
         }
         await messages.close().catch(() => undefined);
-        // Taken but not stored: back to the stream at once rather than after the ack wait.
+        // Taken but not stored: back to the stream at once rather than after the ack wait, and
+        // flushed, so the NAKs (and the last ACKs) reach the server before the service disconnects.
+        // A message the server sent after the close is dropped by the client: it comes back after
+        // the ack wait.
         for (const m of buffer.splice(0)) m.nak();
+        await this.nc.flush().catch(() => undefined);
       } catch (err) {
         await messages?.close().catch(() => undefined);
         this.ensured = false;
