@@ -1,3 +1,4 @@
+import { connect as natsConnect } from 'nats';
 import { SimClock, SimulatedMeter } from '@fleet/device-sim';
 import { randomDeviceId, waitFor } from '@fleet/test-kit';
 import { OwnFleet } from './support/own-fleet';
@@ -63,6 +64,26 @@ async function storedKeys(deviceId: string): Promise<string[]> {
   }
 }
 
+/** Where missing records are: captured in DEVICE_IN or not, and the meter consumer's state (for the failure message). */
+async function whereAre(deviceId: string, keys: string[]): Promise<string> {
+  const nc = await natsConnect({ servers: fleet.handle.natsUrl });
+  try {
+    const jsm = await nc.jetstreamManager();
+    const consumer = await jsm.consumers.info('DEVICE_IN', 'meter-ingest');
+    const found: string[] = [];
+    const stream = await jsm.streams.info('DEVICE_IN');
+    for (let seq = stream.state.first_seq; seq <= stream.state.last_seq; seq++) {
+      const m = await jsm.streams.getMessage('DEVICE_IN', { seq }).catch(() => undefined);
+      if (!m || m.subject !== `dev.in.meter.${deviceId}.iv`) continue;
+      const r = JSON.parse(new TextDecoder().decode(m.data)) as { sid: string; seq: number };
+      if (keys.includes(`${r.sid}/${r.seq}`)) found.push(`${r.sid}/${r.seq} at stream seq ${seq}`);
+    }
+    return `in DEVICE_IN: [${found.join('; ')}]; meter-ingest: ack floor ${consumer.ack_floor.stream_seq}, ack pending ${consumer.num_ack_pending}, redelivered ${consumer.num_redelivered}, pending ${consumer.num_pending}`;
+  } finally {
+    await nc.close();
+  }
+}
+
 it('stores every acknowledged record exactly once across bridge kills, a broker restart and a fleet restart', async () => {
   await keepSending(40);
 
@@ -103,11 +124,12 @@ it('stores every acknowledged record exactly once across bridge kills, a broker 
         return [...acknowledged].every((k) => keys.includes(k)) ? keys : undefined;
       },
       // A record the meter service had taken when the fleet was stopped and did not settle comes
-      // back after its consumer's ack wait (30 s): wait past it.
-      { timeoutMs: 45_000, intervalMs: 500, what: `records of ${meter.deviceId}` },
+      // back after its consumer's ack wait (30 s from the restart): wait well past it.
+      { timeoutMs: 90_000, intervalMs: 500, what: `records of ${meter.deviceId}` },
     ).catch(async () => storedKeys(meter.deviceId));
     expect(stored.length).toBe(new Set(stored).size);
-    expect([...acknowledged].filter((k) => !stored.includes(k))).toEqual([]);
+    const missing = [...acknowledged].filter((k) => !stored.includes(k));
+    if (missing.length > 0) throw new Error(`acknowledged but not stored: ${missing.join(', ')}; ${await whereAre(meter.deviceId, missing)}`);
     expect(stored.filter((k) => !sent.has(k))).toEqual([]);
   }
-}, 300_000);
+}, 420_000);
