@@ -155,6 +155,8 @@ function refuseUnread(req: Request, res: Response, failure: unknown): void {
     if (answered) return;
     answered = true;
     clearTimeout(timer);
+    // A kept-alive connection outlives this request: leave no listener behind on it.
+    req.socket.off('close', answer);
     if (!res.headersSent && !res.destroyed) sendError(res, failure);
   };
   const timer = setTimeout(answer, LINGER_MS);
