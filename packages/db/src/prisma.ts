@@ -6,6 +6,11 @@ export interface PrismaClientOptions {
   schema?: string;
   /** Maximum size of the connection pool (node-postgres default: 10). */
   max?: number;
+  /**
+   * Server settings for every connection of the pool, as libpq's `options` (e.g. `-c jit=off`):
+   * for settings a service needs on all its queries, whatever the server's defaults.
+   */
+  startupOptions?: string;
 }
 
 /**
@@ -19,7 +24,7 @@ export function createPrismaClient<T>(
 ): T {
   const schema = opts.schema ?? schemaOf(databaseUrl);
   const adapter = new PrismaPg(
-    { connectionString: pgConnectionString(databaseUrl), ...(opts.max !== undefined ? { max: opts.max } : {}) },
+    { connectionString: pgConnectionString(databaseUrl), ...(opts.max !== undefined ? { max: opts.max } : {}), ...(opts.startupOptions !== undefined ? { options: opts.startupOptions } : {}) },
     schema !== undefined ? { schema } : undefined,
   );
   return new ClientClass({ adapter });
