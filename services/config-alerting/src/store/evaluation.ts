@@ -58,7 +58,12 @@ export interface SensorSummary extends ReadingSummary {
   level: string | null;
 }
 
-/** Every sensor of the devices with its readings summarized over the window (metric definitions: README). */
+/**
+ * Every sensor of the devices with its readings summarized over the window (metric definitions:
+ * README). One index range scan per sensor reads the window: the run of breaches is the position
+ * of the newest non-breach in the newest-first list of flags, and the newest reading is the head
+ * of that list. Only a sensor with nothing in the window looks further back, for its newest reading.
+ */
 export async function summarizeSensors(db: ConfigTx, deviceIds: string[], since: Date): Promise<SensorSummary[]> {
   if (deviceIds.length === 0) return [];
   const rows = await db.$queryRaw<
@@ -79,20 +84,22 @@ export async function summarizeSensors(db: ConfigTx, deviceIds: string[], since:
     }>
   >`
     SELECT s.device_id, s.tdl_id, s.profile_id, s.level,
-           coalesce(w.count, 0)::int AS count, coalesce(w.breaches, 0)::int AS breaches, coalesce(c.consecutive, 0)::int AS consecutive,
-           w.min_t, w.max_t, n.at AS newest_at, n.breach AS newest_breach, n.temp_c AS newest_temp, n.humidity AS newest_humidity
+           coalesce(w.count, 0)::int AS count, coalesce(w.breaches, 0)::int AS breaches, coalesce(w.consecutive, 0)::int AS consecutive,
+           w.min_t, w.max_t,
+           coalesce(w.newest_at, n.at) AS newest_at, coalesce(w.newest_breach, n.breach) AS newest_breach,
+           CASE WHEN w.count > 0 THEN w.newest_temp ELSE n.temp_c END AS newest_temp,
+           CASE WHEN w.count > 0 THEN w.newest_humidity ELSE n.humidity END AS newest_humidity
     FROM sensors s
     LEFT JOIN LATERAL (
       SELECT count(*) AS count, count(*) FILTER (WHERE r.breach) AS breaches, min(r.temp_c) AS min_t, max(r.temp_c) AS max_t,
-             max(r.at) FILTER (WHERE NOT r.breach) AS last_ok
+             coalesce(array_position(array_agg(r.breach ORDER BY r.at DESC), false) - 1, count(*)) AS consecutive,
+             max(r.at) AS newest_at, (array_agg(r.breach ORDER BY r.at DESC))[1] AS newest_breach,
+             (array_agg(r.temp_c ORDER BY r.at DESC))[1] AS newest_temp, (array_agg(r.humidity ORDER BY r.at DESC))[1] AS newest_humidity
       FROM readings r WHERE r.device_id = s.device_id AND r.tdl_id = s.tdl_id AND r.at > ${since}) w ON true
     LEFT JOIN LATERAL (
-      SELECT count(*) AS consecutive FROM readings r
-      WHERE r.device_id = s.device_id AND r.tdl_id = s.tdl_id AND r.at > ${since} AND r.at > coalesce(w.last_ok, '-infinity'::timestamptz)) c ON true
-    LEFT JOIN LATERAL (
       SELECT r.at, r.breach, r.temp_c, r.humidity FROM readings r
-      WHERE r.device_id = s.device_id AND r.tdl_id = s.tdl_id ORDER BY r.at DESC LIMIT 1) n ON true
-    WHERE s.device_id = ANY(${deviceIds}::text[])`;
+      WHERE w.count = 0 AND r.device_id = s.device_id AND r.tdl_id = s.tdl_id ORDER BY r.at DESC LIMIT 1) n ON true
+    WHERE s.device_id = ANY(${deviceIds}::bpchar[])`;
   return rows.map((r) => ({
     deviceId: r.device_id,
     tdlId: r.tdl_id,
@@ -162,14 +169,25 @@ export async function dueWrites(db: ConfigTx, deviceIds: string[], hourly: Hourl
   if (deviceIds.length === 0) return [];
   const rows = await db.$queryRaw<Array<{ device_id: string; level: string; signal_id: number | null }>>`
     SELECT a.device_id, a.level, ds.signal_id FROM alert_states a LEFT JOIN device_signals ds ON ds.device_id = a.device_id
-    WHERE a.device_id = ANY(${deviceIds}::text[]) AND (
+    WHERE a.device_id = ANY(${deviceIds}::bpchar[]) AND (
       a.write_needed OR a.written_at IS NULL OR a.written_at < ${hourly.hourAgo}
       OR (a.written_at < ${hourly.writtenBefore} AND mod(abs(hashtext(a.device_id || '/hourly')::bigint), ${hourly.slots}) = ${hourly.current}))`;
   return rows.map((r) => ({ deviceId: r.device_id, level: r.level as Level, signalId: r.signal_id }));
 }
 
-/** Records a write; a level that changed meanwhile keeps asking for one. */
-export async function recordWrite(db: ConfigTx, deviceId: string, level: Level, payload: string, at: Date): Promise<void> {
+export interface WrittenLight {
+  deviceId: string;
+  level: Level;
+  payload: string;
+  at: Date;
+}
+
+/** Records writes (one statement for a shard's); a level that changed meanwhile keeps asking for one. */
+export async function recordWrites(db: ConfigTx, writes: WrittenLight[]): Promise<void> {
+  if (writes.length === 0) return;
   await db.$executeRaw`
-    UPDATE alert_states SET write_needed = (level <> ${level}), written_payload = ${payload}, written_at = ${at} WHERE device_id = ${deviceId}`;
+    UPDATE alert_states a SET write_needed = (a.level <> w.level), written_payload = w.payload, written_at = w.at
+    FROM unnest(${writes.map((w) => w.deviceId)}::bpchar[], ${writes.map((w) => w.level)}::text[], ${writes.map((w) => w.payload)}::text[], ${writes.map((w) => w.at)}::timestamptz[])
+      AS w(device_id, level, payload, at)
+    WHERE a.device_id = w.device_id`;
 }

@@ -171,21 +171,23 @@ export class EvaluationCycle {
       return device !== undefined && device.product === 'light' && device.automation_enabled;
     });
     let next = 0;
-    let written = 0;
+    const written: evaluation.WrittenLight[] = [];
     const worker = async () => {
       while (next < writable.length) {
         const d = writable[next++]!;
         const payload = payloadOf(d.signalId, d.level);
         try {
           const sent = await lights.writeAutomation(call(), d.deviceId, payload);
-          await evaluation.recordWrite(db, d.deviceId, d.level, payload, new Date(sent.sent_at));
-          written++;
+          written.push({ deviceId: d.deviceId, level: d.level, payload, at: new Date(sent.sent_at) });
         } catch (err) {
           logger.warn({ device_id: d.deviceId, err: (err as Error).message }, 'automation write failed; the next cycle retries');
         }
       }
     };
     await Promise.all(Array.from({ length: Math.min(WRITES_IN_FLIGHT, writable.length) }, worker));
-    return written;
+    // Recorded together once the shard's writes are over; should the replica stop before that,
+    // the next cycle sends the same payloads again, which leaves the lights as they are.
+    await evaluation.recordWrites(db, written);
+    return written.length;
   }
 }
