@@ -7,6 +7,11 @@ export interface PullConsumerOptions {
   filterSubject: string;
   /** Most messages handled per batch (one transaction). */
   batch: number;
+  /**
+   * Batches processed at once (default 1). More than one overlaps one batch's commit with the
+   * next one's decoding; only for messages whose batches may commit in any order.
+   */
+  concurrentBatches?: number;
   /** Seconds a delivered message may stay unacknowledged before JetStream redelivers it (default 30). */
   ackWaitS?: number;
   /**
@@ -92,9 +97,11 @@ export class DurablePullConsumer {
         const consumer = await this.nc.jetstream().consumers.get(this.options.stream, this.options.durable);
         // One long-lived pull per replica, topped up by the client; batches are cut from what arrived.
         const buffer: JsMsg[] = [];
+        const inFlight = new Set<Promise<void>>();
+        const concurrent = Math.max(1, this.options.concurrentBatches ?? 1);
         let wake: (() => void) | undefined;
         messages = await consumer.consume({
-          max_messages: this.options.batch * 2,
+          max_messages: this.options.batch * (concurrent + 1),
           expires: 5000,
           callback: (m) => {
             buffer.push(m);
@@ -108,7 +115,7 @@ export class DurablePullConsumer {
           wake?.();
         });
         while (this.running && !ended) {
-          if (buffer.length === 0) {
+          if (buffer.length === 0 || inFlight.size >= concurrent) {
             await new Promise<void>((resolve) => {
               const timer = setTimeout(resolve, 500);
               wake = () => {
@@ -119,9 +126,14 @@ export class DurablePullConsumer {
             wake = undefined;
             continue;
           }
-          await this.handle(buffer.splice(0, this.options.batch));
-          failures = 0;
+          const handled: Promise<void> = this.handle(buffer.splice(0, this.options.batch)).then(() => {
+            inFlight.delete(handled);
+            failures = 0;
+            wake?.();
+          });
+          inFlight.add(handled);
         }
+        await Promise.all(inFlight);
         await messages.close().catch(() => undefined);
         // Taken but not stored: back to the stream at once rather than after the ack wait, and
         // flushed, so the NAKs (and the last ACKs) reach the server before the service disconnects.

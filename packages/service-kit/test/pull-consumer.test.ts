@@ -81,4 +81,40 @@ describe('DurablePullConsumer', () => {
     expect(seen).toEqual(['ev.batch', 'ev.batch', 'ev.batch.v1']);
     expect((await jsm.consumers.info('S2', 'reader')).config.filter_subject).toBe('ev.>');
   });
+
+  it('processes up to concurrentBatches batches at once and acknowledges each once committed', async () => {
+    const jsm = await nc.jetstreamManager();
+    await jsm.streams.add({ name: 'S3', subjects: ['par.>'] });
+    const js = nc.jetstream();
+    for (let i = 0; i < 40; i++) await js.publish(`par.${i}`, sc.encode(String(i)));
+    let active = 0;
+    let most = 0;
+    const seen: string[] = [];
+    let releaseFirst!: () => void;
+    const firstHeld = new Promise<void>((resolve) => (releaseFirst = resolve));
+    const consumer = new DurablePullConsumer(nc, {
+      stream: 'S3',
+      durable: 'parallel',
+      filterSubject: 'par.>',
+      batch: 10,
+      concurrentBatches: 2,
+      logger: createLogger('test', 'silent'),
+      process: async (messages) => {
+        active++;
+        most = Math.max(most, active);
+        // The first batch is held until a second one runs beside it: with one batch at a time this never ends.
+        if (seen.length === 0 && most < 2) await firstHeld;
+        if (active === 2) releaseFirst();
+        seen.push(...messages.map((m) => sc.decode(m.data)));
+        active--;
+      },
+    });
+    consumer.start();
+    await waitFor(() => seen.length === 40, { timeoutMs: 10_000, what: 'all 40 messages processed' });
+    await consumer.stop();
+    expect(most).toBe(2);
+    expect(new Set(seen).size).toBe(40);
+    const info = await jsm.consumers.info('S3', 'parallel');
+    expect([info.num_ack_pending, info.num_pending]).toEqual([0, 0]);
+  });
 });

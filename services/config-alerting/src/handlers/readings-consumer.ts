@@ -22,6 +22,9 @@ export interface ReadingsConsumerOptions {
 export function readingsConsumer(nc: NatsConnection, db: ConfigDb, options: ReadingsConsumerOptions, logger: Logger): DurablePullConsumer {
   return new DurablePullConsumer(nc, {
     ...options,
+    // Readings commit in any order (each is keyed by its own time): two batches at once keep
+    // Postgres busy while the next batch is decoded.
+    concurrentBatches: 2,
     logger,
     process: async (messages) => {
       const readings: Reading[] = [];
@@ -37,6 +40,8 @@ export function readingsConsumer(nc: NatsConnection, db: ConfigDb, options: Read
           logger.warn({ subject: m.subject, reason: parsed.reason }, 'dropped a sensor reading the protocol does not allow');
         }
       }
+      // In key order, so two batches holding the same redelivered reading never wait on each other crosswise.
+      readings.sort((a, b) => (a.deviceId < b.deviceId ? -1 : a.deviceId > b.deviceId ? 1 : a.tdlId < b.tdlId ? -1 : a.tdlId > b.tdlId ? 1 : a.at.getTime() - b.at.getTime()));
       await storeReadings(db, readings);
       return poison;
     },
