@@ -1,3 +1,4 @@
+import { connect } from 'nats';
 import { SimulatedLight } from '@fleet/device-sim';
 import { randomDeviceId, waitFor } from '@fleet/test-kit';
 import { OwnFleet } from './support/own-fleet';
@@ -8,6 +9,8 @@ import { OwnFleet } from './support/own-fleet';
  * light-command reads them with a durable consumer. light-command is stopped, a light with a
  * reported state is removed, light-command is started again; the id, provisioned anew, then
  * shows no state of the removed light.
+ * The registry's events wait in its outbox until they are stored: an organization the staff CLI
+ * creates while the registry is stopped is announced once the registry is back.
  */
 
 const SECRET = 'Durable-Secr3t!!';
@@ -52,4 +55,23 @@ it('applies a removal that happened while light-command was stopped once it is b
 
   // The state of the removed light goes once light-command has read the removal it missed.
   await waitFor(async () => (await stateOf(deviceId)).length === 0, { timeoutMs: 15_000, what: 'the removed light’s state to be forgotten' });
+}, 120_000);
+
+it('announces an organization created by the staff CLI while the registry was stopped once the registry is back', async () => {
+  const nc = await connect({ servers: fleet.handle.natsUrl });
+  try {
+    const jsm = await nc.jetstreamManager();
+    await fleet.handle.stopService('device-registry');
+    const { id } = (await fleet.admin('org', 'create', '--name', 'Created offline')) as { id: number };
+    await fleet.handle.startService('device-registry');
+    await waitFor(
+      async () => {
+        const last = await jsm.streams.getMessage('REGISTRY_EVENTS', { last_by_subj: 'evt.registry.org.changed.v1' });
+        return last.json<{ org_node_id: number; change: string }>().org_node_id === id;
+      },
+      { timeoutMs: 15_000, what: 'the organization event in REGISTRY_EVENTS' },
+    );
+  } finally {
+    await nc.close();
+  }
 }, 120_000);

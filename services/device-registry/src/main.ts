@@ -3,7 +3,7 @@ import { ensureDatabase, migrate } from '@fleet/db';
 import { ServiceRuntime } from '@fleet/service-kit';
 import { readRegistryConfig, settingsKek } from './config';
 import { connectivityConsumer } from './handlers/connectivity-consumer';
-import { ensureRegistryEvents } from './handlers/announcer';
+import { OutboxRelay } from './handlers/outbox-relay';
 import { serveRegistry } from './handlers/registry';
 import { telemetryConsumer } from './handlers/telemetry-consumer';
 import { PeriodicJob } from './jobs/periodic';
@@ -23,8 +23,16 @@ async function main(): Promise<void> {
   const db = openRegistryDb(config.DATABASE_URL);
   runtime.onClose(() => db.$disconnect());
 
-  await ensureRegistryEvents(bus.connection, logger);
-  serveRegistry(bus, { db, bus, kek, broker: new BridgeClient(bus, { timeoutMs: config.BRIDGE_REQUEST_TIMEOUT_MS, logger: logger.child({ component: 'bridge' }) }), logger: logger.child({ component: 'handlers' }) });
+  // The relay creates REGISTRY_EVENTS (retrying while NATS is away), then publishes what earlier
+  // runs and the staff CLI left in the outbox.
+  const relay = new OutboxRelay(db, bus.connection, logger.child({ component: 'outbox-relay' }));
+  serveRegistry(bus, {
+    db,
+    kek,
+    broker: new BridgeClient(bus, { timeoutMs: config.BRIDGE_REQUEST_TIMEOUT_MS, logger: logger.child({ component: 'bridge' }) }),
+    logger: logger.child({ component: 'handlers' }),
+    relay,
+  });
 
   const connectivity = connectivityConsumer(
     bus.connection,
@@ -56,7 +64,9 @@ async function main(): Promise<void> {
     },
     logger,
   );
-  for (const worker of [connectivity, telemetry, silence, retention]) {
+  // The relay stops before the bus drains and closes its connection: events of requests still
+  // in flight then wait in the outbox for another replica's relay or this service's next start.
+  for (const worker of [relay, connectivity, telemetry, silence, retention]) {
     worker.start();
     runtime.onClose(() => worker.stop(), 'intake');
   }

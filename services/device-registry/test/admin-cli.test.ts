@@ -1,14 +1,18 @@
 /**
  * `npm run -s admin -- org ...` is carried out by services/device-registry/dist/admin/cli.js
  * (scripts/admin.js routes `org` there). It works without the fleet: it migrates the registry's
- * database itself. Runs the built CLI (the root `npm test` builds first).
+ * database itself, and leaves its events in the registry's outbox for the registry's relay.
+ * Runs the built CLI (the root `npm test` builds first).
  */
 import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
-import { connect, JSONCodec } from 'nats';
+import { connect } from 'nats';
 import { dropDatabase } from '@fleet/db';
-import { databaseUrl, testEnv, uniqueId, waitFor } from '@fleet/test-kit';
+import { databaseUrl, uniqueId, waitFor } from '@fleet/test-kit';
+import { OutboxRelay, REGISTRY_EVENTS_STREAM } from '../src/handlers/outbox-relay';
+import { openRegistryDb } from '../src/store/prisma';
+import { logger, startPrivateNats } from './support';
 
 const cli = path.resolve(__dirname, '../dist/admin/cli.js');
 const dbUrl = databaseUrl(uniqueId('registry_cli_'));
@@ -48,18 +52,28 @@ describe('admin org commands', () => {
     expect(nodes.map((n) => n.name).slice(0, 3)).toEqual(['Staging / Inventory', 'Acme Corp', 'Berlin']);
   });
 
-  it('announces a new node to running services (evt.registry.org.changed.v1)', async () => {
-    const nc = await connect({ servers: testEnv.natsUrl });
-    const seen: { org_node_id: number; change: string }[] = [];
-    nc.subscribe('evt.registry.org.changed.v1', { callback: (_e, m) => seen.push(JSONCodec<{ org_node_id: number; change: string }>().decode(m.data)) });
-    await nc.flush();
+  it('commits a new node with its evt.registry.org.changed.v1 event, which the registry relays when it next runs', async () => {
+    const r = admin('org', 'create', '--name', 'Announced');
+    expect(r.status).toBe(0);
+    const { id } = JSON.parse(r.stdout) as { id: number };
+    const db = openRegistryDb(dbUrl, 2);
+    const nats = await startPrivateNats();
+    const nc = await connect({ servers: nats.url });
+    const relay = new OutboxRelay(db, nc, logger);
     try {
-      const r = admin('org', 'create', '--name', 'Announced');
-      expect(r.status).toBe(0);
-      const { id } = JSON.parse(r.stdout) as { id: number };
-      await waitFor(() => seen.some((e) => e.org_node_id === id && e.change === 'created'), { what: 'org.changed event' });
+      const waiting = await db.outboxEvent.findMany({ where: { subject: 'evt.registry.org.changed.v1' }, orderBy: { id: 'asc' } });
+      expect(waiting.at(-1)?.payload).toEqual({ org_node_id: id, change: 'created', at: expect.any(String) });
+
+      relay.start();
+      await waitFor(async () => (await db.outboxEvent.count()) === 0, { what: 'the outbox to empty' });
+      const jsm = await nc.jetstreamManager();
+      expect((await jsm.streams.info(REGISTRY_EVENTS_STREAM)).state.messages).toBe(waiting.length);
+      expect((await jsm.streams.getMessage(REGISTRY_EVENTS_STREAM, { last_by_subj: 'evt.registry.org.changed.v1' })).json()).toEqual(waiting.at(-1)?.payload);
     } finally {
+      await relay.stop();
       await nc.close();
+      await nats.stop();
+      await db.$disconnect();
     }
   });
 

@@ -21,7 +21,7 @@ beforeAll(async () => {
   testDb = await createTestDb();
   bus = await connectBus(nats.url);
   bridge = new BridgeStandIn(bus.connection);
-  serveRegistry(bus, { db: testDb.db, bus, kek: randomBytes(32), broker: new BridgeClient(bus, { timeoutMs: 1000, logger }), logger });
+  serveRegistry(bus, { db: testDb.db, kek: randomBytes(32), broker: new BridgeClient(bus, { timeoutMs: 1000, logger }), logger });
 });
 
 afterAll(async () => {

@@ -42,14 +42,11 @@ class SlowBroker implements BrokerCredentials {
 let testDb: TestDb;
 let broker: SlowBroker;
 let handlers: ReturnType<typeof registryHandlers>;
-const noBus = {} as unknown as Bus;
-/** Device changes are announced elsewhere; these tests look at what is stored. */
-const announcer = { changed: () => undefined };
 
 beforeAll(async () => {
   testDb = await createTestDb();
   broker = new SlowBroker();
-  handlers = registryHandlers({ db: testDb.db, bus: noBus, broker, kek: randomBytes(32), logger, announcer });
+  handlers = registryHandlers({ db: testDb.db, broker, kek: randomBytes(32), logger });
 });
 
 afterAll(async () => {
@@ -72,6 +69,8 @@ async function outcome(work: Promise<HandlerResult>): Promise<HandlerResult | Ap
 }
 
 const stored = async (id: string) => (await testDb.db.device.findUnique({ where: { deviceId: id } })) !== null;
+/** The outbox events of one device (no relay runs here: they stay). */
+const eventsOf = (id: string) => testDb.db.outboxEvent.count({ where: { payload: { path: ['device_id'], equals: id } } });
 
 describe('transactionBy through the generated Prisma client', () => {
   it('commits before the deadline and rolls back a COMMIT sent after it', async () => {
@@ -104,12 +103,14 @@ describe('provisioning against its deadline', () => {
     expect(late).toBeInstanceOf(ApiError);
     expect(late).toMatchObject({ status: 503, code: 'service_unavailable', message: expect.stringMatching(/nothing was stored/) });
     expect(await stored(id)).toBe(false);
+    expect(await eventsOf(id)).toBe(0);
     expect(broker.credentials.has(id)).toBe(false);
     expect(broker.removed).toContain(id);
 
     const retry = await outcome(handlers['registry.device.provision'](provisionRequest(id), ctx(Date.now() + 2_000)));
     expect(retry).toMatchObject({ status: 201, body: { device_id: id, password: expect.any(String) } });
     expect(broker.credentials.has(id)).toBe(true);
+    expect(await eventsOf(id)).toBe(1);
   });
 
   it('keeps the credential of a retry that committed while the late attempt was rolling back', async () => {
@@ -146,7 +147,9 @@ describe('other changes against their deadline', () => {
     await expect(handlers['registry.device.automation'](req({ enabled: false }), ctx(Date.now() - 1))).rejects.toBeInstanceOf(CommitDeadlineError);
     await expect(handlers['registry.device.move'](req({ org_node_id: null }), ctx(Date.now() - 1))).rejects.toBeInstanceOf(CommitDeadlineError);
     expect(await testDb.db.device.findUniqueOrThrow({ where: { deviceId: id } })).toMatchObject({ name: null, automationEnabled: true });
+    expect(await eventsOf(id)).toBe(1);
     expect(await handlers['registry.device.rename'](req({ name: 'on time' }), ctx(Date.now() + 2_000))).toEqual({ status: 204 });
+    expect(await eventsOf(id)).toBe(2);
   });
 });
 
@@ -167,7 +170,7 @@ describe('over the bus', () => {
     const bus = await connectBus(nats.url);
     try {
       const slow = new SlowBroker();
-      serveRegistry(bus, { db: testDb.db, bus, broker: slow, kek: randomBytes(32), logger });
+      serveRegistry(bus, { db: testDb.db, broker: slow, kek: randomBytes(32), logger });
       await bus.connection.flush();
       const id = randomDeviceId();
       slow.upsertDelays = [600];
@@ -184,7 +187,7 @@ describe('over the bus', () => {
     const brokenDb = openRegistryDb('postgresql://postgres@127.0.0.1:1/fleet_nowhere', 1);
     const bus = await connectBus(nats.url);
     try {
-      serveRegistry(bus, { db: brokenDb, bus, broker: new SlowBroker(), kek: randomBytes(32), logger });
+      serveRegistry(bus, { db: brokenDb, broker: new SlowBroker(), kek: randomBytes(32), logger });
       await bus.connection.flush();
       const down = await caller.request('registry.device.list', { request_id: uniqueId('req'), principal: admin, params: {}, query: {} });
       expect(down).toMatchObject({ ok: false, error: { status: 503, code: 'service_unavailable' } });

@@ -10,6 +10,7 @@ import type { Bus, RequestOf } from '@fleet/service-kit';
 import { randomDeviceId, uniqueId, waitFor } from '@fleet/test-kit';
 import { BridgeClient } from '@fleet/bridge-client';
 import { decryptSettingsKey, deriveBrokerPassword, deriveSettingsKey, openSetting } from '../src/domain/crypto';
+import { OutboxRelay } from '../src/handlers/outbox-relay';
 import { serveRegistry, type RegistrySubject } from '../src/handlers/registry';
 import { createOrgNode } from '../src/store/orgs';
 import { insertTelemetry } from '../src/store/telemetry';
@@ -19,6 +20,7 @@ let nats: PrivateNats;
 let testDb: TestDb;
 let bus: Bus;
 let bridge: BridgeStandIn;
+let relay: OutboxRelay;
 const kek = randomBytes(32);
 const events: { device_id: string; change: string }[] = [];
 let org: { acme: number; north: number; depot: number; south: number; other: number; north2: number };
@@ -30,7 +32,9 @@ beforeAll(async () => {
   testDb = await createTestDb();
   bus = await connectBus(nats.url);
   bridge = new BridgeStandIn(bus.connection);
-  serveRegistry(bus, { db: testDb.db, bus, kek, broker: new BridgeClient(bus, { timeoutMs: 1000, logger }), logger });
+  relay = new OutboxRelay(testDb.db, bus.connection, logger);
+  relay.start();
+  serveRegistry(bus, { db: testDb.db, kek, broker: new BridgeClient(bus, { timeoutMs: 1000, logger }), logger, relay });
   bus.connection.subscribe('evt.registry.device.changed.v1', {
     callback: (_e, m) => events.push(JSONCodec<{ device_id: string; change: string }>().decode(m.data)),
   });
@@ -47,6 +51,7 @@ beforeAll(async () => {
 
 afterAll(async () => {
   bridge?.close();
+  await relay?.stop();
   await bus?.drain();
   await testDb?.drop();
   await nats?.stop();

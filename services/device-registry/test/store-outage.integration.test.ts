@@ -27,7 +27,7 @@ beforeAll(async () => {
   db = openRegistryDb(proxy.url, 2);
   bus = await connectBus(nats.url);
   bridge = new BridgeStandIn(bus.connection);
-  serveRegistry(bus, { db, bus, kek: randomBytes(32), broker: new BridgeClient(bus, { timeoutMs: 1000, logger }), logger, announcer: { changed: () => undefined } });
+  serveRegistry(bus, { db, kek: randomBytes(32), broker: new BridgeClient(bus, { timeoutMs: 1000, logger }), logger });
 });
 
 afterAll(async () => {

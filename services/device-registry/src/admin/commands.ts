@@ -1,6 +1,7 @@
 import { NAME_MAX, nameLength } from '../domain/products';
 import { createOrgNode, findOrgNode, allOrgNodes } from '../store/orgs';
-import type { RegistryTx } from '../store/prisma';
+import { recordEvent } from '../store/outbox';
+import type { RegistryDb } from '../store/prisma';
 
 /** A staff command failed in a way worth telling the operator (exit non-zero, message on stderr). */
 export class AdminError extends Error {}
@@ -21,10 +22,12 @@ function parseOptions(argv: string[], allowed: string[]): Map<string, string> {
 }
 
 /**
- * `org create --name <name> [--parent <id>]` → {id, parent_id, name};
+ * `org create --name <name> [--parent <id>]` → {id, parent_id, name}, the node committed with
+ * its `evt.registry.org.changed.v1` event (published by a running registry's outbox relay, or
+ * by the next one to start);
  * `org list` → {nodes: [{id, parent_id, name}]}.
  */
-export async function runAdminCommand(db: RegistryTx, argv: string[]): Promise<Record<string, unknown>> {
+export async function runAdminCommand(db: RegistryDb, argv: string[]): Promise<Record<string, unknown>> {
   const [entity, verb, ...rest] = argv;
   if (entity !== 'org') throw new AdminError(`unknown command '${entity ?? ''}'; use: org create, org list`);
   if (verb === 'create') {
@@ -39,7 +42,11 @@ export async function runAdminCommand(db: RegistryTx, argv: string[]): Promise<R
       parentId = Number(parent);
       if (!(await findOrgNode(db, parentId))) throw new AdminError(`no organization with id ${parentId}`);
     }
-    const node = await createOrgNode(db, name, parentId);
+    const node = await db.$transaction(async (tx) => {
+      const created = await createOrgNode(tx, name, parentId);
+      await recordEvent(tx, 'evt.registry.org.changed.v1', { org_node_id: created.id, change: 'created', at: new Date().toISOString() });
+      return created;
+    });
     return { id: node.id, parent_id: node.parentId, name: node.name };
   }
   if (verb === 'list') {

@@ -1,5 +1,5 @@
-import { subjectsOf, type Principal, type RequestEnvelope, type SubjectsOf } from '@fleet/contracts';
-import { transactionBy } from '@fleet/db';
+import { subjectsOf, type DeviceChangedEvent, type Principal, type RequestEnvelope, type SubjectsOf } from '@fleet/contracts';
+import { transactionBy, type CommitWindow } from '@fleet/db';
 import {
   ConflictError,
   NotFoundError,
@@ -35,21 +35,23 @@ import {
   setAutomation,
 } from '../store/devices';
 import { allOrgNodes } from '../store/orgs';
-import type { RegistryDb } from '../store/prisma';
+import { recordEvent } from '../store/outbox';
+import type { RegistryDb, RegistryTx } from '../store/prisma';
 import { recentTelemetry } from '../store/telemetry';
 import { planProvisioning, provisionDevice, provisionedAnswer } from '../use-cases/provision-device';
-import { DeviceAnnouncer, type ChangeAnnouncer, type DeviceChange } from './announcer';
 
 export interface RegistryDeps {
   db: RegistryDb;
-  bus: Bus;
   broker: BrokerCredentials;
   /** Encrypts settings keys at rest. */
   kek: Buffer;
   logger: Logger;
   now?: () => Date;
-  /** Announces committed device changes (default: durable events on the bus's connection). */
-  announcer?: ChangeAnnouncer;
+  /**
+   * The process's outbox relay, woken after each committed change so its event goes out at
+   * once; without one, events wait in the outbox for a relay's next poll.
+   */
+  relay?: { wake(): void };
 }
 
 /** Every request subject the registry serves (queue group device-registry): those proto-schemas/subjects.json gives it. */
@@ -77,12 +79,25 @@ function integerParam(value: unknown, name: string, min: number, max: number, fa
 
 /** The registry's one map of what it serves; the type check fails when a subject lacks its handler. */
 export function registryHandlers(deps: RegistryDeps): ServiceHandlers<RegistrySubject> {
-  const { db, bus, broker, kek } = deps;
+  const { db, broker, kek, relay } = deps;
   const now = deps.now ?? (() => new Date());
+  const provisioning = { db, broker, kek, now };
 
-  const announcer = deps.announcer ?? new DeviceAnnouncer(bus.connection, deps.logger, now);
-  const provisioning = { db, broker, kek };
-  const deviceChanged = (deviceId: string, change: DeviceChange): void => announcer.changed(deviceId, change);
+  /**
+   * Commits `apply` and the event announcing it in one transaction; false, nothing stored, when
+   * `apply` found no device. The event is written after `apply`, which locks the device's row,
+   * so a device's events get outbox ids (the publishing order) in the order of their commits.
+   */
+  async function changeDevice(window: CommitWindow, deviceId: string, change: DeviceChangedEvent['change'], apply: (tx: RegistryTx) => Promise<boolean>): Promise<boolean> {
+    const applied = await transactionBy(db, window, async (tx) => {
+      if (!(await apply(tx))) return false;
+      // `at` is the change's time, not the publish's: consumers forget only what predates a removal.
+      await recordEvent(tx, 'evt.registry.device.changed.v1', { device_id: deviceId, change, at: now().toISOString() });
+      return true;
+    });
+    if (applied) relay?.wake();
+    return applied;
+  }
 
   /** The named device within the caller's scope, read afresh (the envelope's summary may be cached). */
   async function inScope(req: RequestEnvelope): Promise<DeviceRecord> {
@@ -112,7 +127,7 @@ export function registryHandlers(deps: RegistryDeps): ServiceHandlers<RegistrySu
     'registry.device.provision': async (req, ctx) => {
       const plan = await planProvisioning(provisioning, req.principal as Principal | undefined, req.params.device_id ?? '', req.body as Record<string, unknown> | undefined);
       await provisionDevice(provisioning, plan, { requestId: req.request_id, window: ctx, logger: ctx.logger });
-      deviceChanged(plan.request.deviceId, 'provisioned');
+      relay?.wake();
       return provisionedAnswer(plan);
     },
 
@@ -125,12 +140,12 @@ export function registryHandlers(deps: RegistryDeps): ServiceHandlers<RegistrySu
       // Cut the broker credential first (it disconnects the device); if that fails the record stays.
       await broker.removeCredential({ requestId: req.request_id, deadline: ctx.deadline }, device.deviceId);
       try {
-        await transactionBy(db, ctx, (tx) => deleteDevice(tx, device.deviceId));
+        // False when a removal racing this one deleted the device first (and announced it): 204 all the same.
+        await changeDevice(ctx, device.deviceId, 'removed', (tx) => deleteDevice(tx, device.deviceId));
       } catch (err) {
         if (!isDeadlineExceeded(err)) throw err;
         throw new ServiceUnavailableError('The removal ran out of time; the device record is kept and its broker credential is cut. Retry the removal.');
       }
-      deviceChanged(device.deviceId, 'removed');
       return { status: 204 };
     },
 
@@ -155,8 +170,7 @@ export function registryHandlers(deps: RegistryDeps): ServiceHandlers<RegistrySu
       if (typeof name !== 'string' || nameLength(name) < 1 || nameLength(name) > NAME_MAX) {
         throw new ValidationError(`invalid 'name': must be a string of 1 to ${NAME_MAX} characters`);
       }
-      if (!(await transactionBy(db, ctx, (tx) => renameDevice(tx, device.deviceId, name)))) throw new NotFoundError('Device not found.');
-      deviceChanged(device.deviceId, 'updated');
+      if (!(await changeDevice(ctx, device.deviceId, 'updated', (tx) => renameDevice(tx, device.deviceId, name)))) throw new NotFoundError('Device not found.');
       return { status: 204 };
     },
 
@@ -169,8 +183,7 @@ export function registryHandlers(deps: RegistryDeps): ServiceHandlers<RegistrySu
         throw new ValidationError("invalid 'org_node_id': must be an integer or null");
       }
       const nodeId = resolveMoveTarget(await allOrgNodes(db), scopeOf(req.principal), target);
-      if (!(await transactionBy(db, ctx, (tx) => moveDevice(tx, device.deviceId, nodeId)))) throw new NotFoundError('Device not found.');
-      deviceChanged(device.deviceId, 'moved');
+      if (!(await changeDevice(ctx, device.deviceId, 'moved', (tx) => moveDevice(tx, device.deviceId, nodeId)))) throw new NotFoundError('Device not found.');
       return { status: 204 };
     },
 
@@ -179,8 +192,7 @@ export function registryHandlers(deps: RegistryDeps): ServiceHandlers<RegistrySu
       if (device.product !== 'light') throw new NotFoundError('Device not found.');
       const enabled = bodyOf(req).enabled;
       if (typeof enabled !== 'boolean') throw new ValidationError("invalid 'enabled': must be a boolean");
-      if (!(await transactionBy(db, ctx, (tx) => setAutomation(tx, device.deviceId, enabled)))) throw new NotFoundError('Device not found.');
-      deviceChanged(device.deviceId, 'updated');
+      if (!(await changeDevice(ctx, device.deviceId, 'updated', (tx) => setAutomation(tx, device.deviceId, enabled)))) throw new NotFoundError('Device not found.');
       return { body: { device_id: device.deviceId, automation_enabled: enabled } };
     },
 

@@ -3,7 +3,8 @@
  *
  *   plan        read-only: the request parsed, the org node, the credentials derived
  *   step 1      under the device id's lock, the id is free: the broker credential is set
- *   step 2      the record is inserted and committed, only until the request's deadline
+ *   step 2      the record and its `provisioned` event (the outbox) are inserted and committed,
+ *               only until the request's deadline
  *   compensate  step 2 did not commit (deadline, database, conflict): the credential is taken
  *               back, unless a provisioning of the same id committed meanwhile
  *
@@ -18,6 +19,7 @@ import { CREDENTIAL_FORMAT, parseProvisionBody, placeDevice, type ProvisionReque
 import { scopeOf, subtreeIds } from '../domain/scope';
 import { insertDevice, lockDeviceId } from '../store/devices';
 import { allOrgNodes, orgNodesNamed } from '../store/orgs';
+import { recordEvent } from '../store/outbox';
 import type { RegistryDb } from '../store/prisma';
 
 export interface ProvisionDeps {
@@ -25,6 +27,7 @@ export interface ProvisionDeps {
   broker: BrokerCredentials;
   /** Encrypts the settings key at rest. */
   kek: Buffer;
+  now: () => Date;
 }
 
 /** Everything provisioning will store, decided before anything is changed. */
@@ -90,6 +93,7 @@ export async function provisionDevice(deps: ProvisionDeps, plan: ProvisionPlan, 
           credentialSource: request.source,
           settingsKeyCiphertext: plan.settingsKeyCiphertext,
         });
+        await recordEvent(tx, 'evt.registry.device.changed.v1', { device_id: request.deviceId, change: 'provisioned', at: deps.now().toISOString() });
       },
       { timeout: 15_000, maxWait: 5_000 },
     );

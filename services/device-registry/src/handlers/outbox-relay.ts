@@ -1,0 +1,185 @@
+import type { NatsConnection } from 'nats';
+import { checkEvent, type EventPayloads } from '@fleet/contracts';
+import { ensureStream, eventStreamPlan, publishDurable, type Logger } from '@fleet/service-kit';
+import { deleteEvents, hasPendingEvents, pendingEvents, tryLockRelay, type PendingEvent, type RegistryEventSubject } from '../store/outbox';
+import type { RegistryDb } from '../store/prisma';
+
+/** The stream that keeps the registry's events (proto-schemas/subjects.json). */
+export const REGISTRY_EVENTS_STREAM = 'REGISTRY_EVENTS';
+
+const RELAYED_SUBJECTS: ReadonlySet<string> = new Set(eventStreamPlan(REGISTRY_EVENTS_STREAM).subjects);
+
+/** Events published per transaction (the relay's lock is held meanwhile). */
+const BATCH = 100;
+/** A pass stops taking events after this long, so its transaction never runs into Prisma's timeout. */
+const PASS_BUDGET_MS = 10_000;
+const FIRST_RETRY_MS = 100;
+const MAX_RETRY_MS = 2_000;
+
+/** Creates or updates REGISTRY_EVENTS (the registry owns it). */
+async function ensureRegistryEvents(nc: NatsConnection, logger: Logger, timeoutMs?: number): Promise<void> {
+  await ensureStream(await nc.jetstreamManager({ timeout: timeoutMs }), eventStreamPlan(REGISTRY_EVENTS_STREAM), logger);
+}
+
+export interface OutboxRelayOptions {
+  /** How often to look for events committed elsewhere: by another replica, or by the staff CLI. */
+  pollIntervalMs?: number;
+  /** How long a publish or a stream check waits for JetStream. */
+  natsTimeoutMs?: number;
+}
+
+/**
+ * Publishes the events waiting in the outbox to REGISTRY_EVENTS, oldest first, deleting each
+ * only once JetStream stored it (at least once: the row's msg_id as Nats-Msg-Id lets JetStream
+ * drop a repeat within its duplicate window). One pass at a time across every replica (an
+ * advisory lock held by the pass's transaction), so the stream gets the events in outbox order.
+ * While JetStream or the database is out of reach, events wait in the outbox and passes are
+ * retried, backing off up to 2 s.
+ */
+export class OutboxRelay {
+  private readonly pollIntervalMs: number;
+  private readonly natsTimeoutMs: number;
+  private running = false;
+  private loop?: Promise<void>;
+  private woken = false;
+  private interruptPause?: (stopping: boolean) => void;
+  private streamReady = false;
+  private outageSince?: number;
+
+  constructor(
+    private readonly db: RegistryDb,
+    private readonly nc: NatsConnection,
+    private readonly logger: Logger,
+    options: OutboxRelayOptions = {},
+  ) {
+    this.pollIntervalMs = options.pollIntervalMs ?? 1_000;
+    this.natsTimeoutMs = options.natsTimeoutMs ?? 2_000;
+  }
+
+  start(): void {
+    if (this.running) return;
+    this.running = true;
+    this.loop = this.run();
+  }
+
+  /** A change and its event just committed in this process: relay now rather than at the next poll. */
+  wake(): void {
+    this.woken = true;
+    this.interruptPause?.(false);
+  }
+
+  /** Lets the pass under way finish (what it published is deleted) and stops. */
+  async stop(): Promise<void> {
+    this.running = false;
+    this.interruptPause?.(true);
+    await this.loop;
+  }
+
+  private async run(): Promise<void> {
+    let retryMs = 0;
+    while (this.running) {
+      try {
+        const more = await this.relayPass();
+        this.recovered();
+        retryMs = 0;
+        if (!more) await this.pause(this.pollIntervalMs, true);
+      } catch (err) {
+        // The stream may be what is missing (a NATS server that lost its store).
+        this.streamReady = false;
+        retryMs = Math.min(MAX_RETRY_MS, Math.max(FIRST_RETRY_MS, retryMs * 2));
+        this.failed(err, retryMs);
+        // Wake-ups wait too: during an outage, each commit would otherwise cost an attempt.
+        await this.pause(retryMs, false);
+      }
+    }
+  }
+
+  /** Publishes waiting events in order; true when more may be waiting already. */
+  private async relayPass(): Promise<boolean> {
+    // Cleared before reading the outbox: a commit from now on wakes the next pass.
+    this.woken = false;
+    if (!this.streamReady) {
+      await ensureRegistryEvents(this.nc, this.logger, this.natsTimeoutMs);
+      this.streamReady = true;
+    }
+    if (!(await hasPendingEvents(this.db))) return false;
+    let failure: unknown;
+    const more = await this.db.$transaction(
+      async (tx) => {
+        // Another replica is relaying; its passes publish these events in order.
+        if (!(await tryLockRelay(tx))) return false;
+        const events = await pendingEvents(tx, BATCH);
+        const published: bigint[] = [];
+        const until = Date.now() + PASS_BUDGET_MS;
+        for (const event of events) {
+          if (!this.running || Date.now() > until) break;
+          try {
+            await this.publish(event);
+          } catch (err) {
+            failure = err;
+            break;
+          }
+          published.push(event.id);
+        }
+        await deleteEvents(tx, published);
+        return events.length === BATCH || published.length < events.length;
+      },
+      { maxWait: 5_000, timeout: PASS_BUDGET_MS + this.natsTimeoutMs + 5_000 },
+    );
+    if (failure !== undefined) throw failure;
+    return more;
+  }
+
+  private async publish(event: PendingEvent): Promise<void> {
+    const rejection = rejectionOf(event);
+    if (rejection !== undefined) {
+      // Kept, it would hold back every later event forever.
+      this.logger.error({ outbox_id: String(event.id), subject: event.subject, rejection }, 'dropped an outbox event that proto-schemas no longer accepts');
+      return;
+    }
+    const subject = event.subject as RegistryEventSubject;
+    await publishDurable(this.nc, subject, event.payload as EventPayloads[typeof subject], { id: event.msgId, timeoutMs: this.natsTimeoutMs });
+  }
+
+  private pause(ms: number, wakeable: boolean): Promise<void> {
+    if (!this.running || (wakeable && this.woken)) return Promise.resolve();
+    return new Promise((resolve) => {
+      const end = (): void => {
+        clearTimeout(timer);
+        this.interruptPause = undefined;
+        resolve();
+      };
+      const timer = setTimeout(end, ms);
+      timer.unref();
+      this.interruptPause = (stopping) => {
+        if (stopping || wakeable) end();
+      };
+    });
+  }
+
+  private failed(err: unknown, retryMs: number): void {
+    if (this.outageSince !== undefined) {
+      this.logger.debug({ err, retry_in_ms: retryMs }, 'relaying registry events failed again');
+      return;
+    }
+    this.outageSince = Date.now();
+    this.logger.warn({ err }, 'registry events cannot be relayed; they wait in the outbox and are retried');
+  }
+
+  private recovered(): void {
+    if (this.outageSince === undefined) return;
+    this.logger.info({ outage_ms: Date.now() - this.outageSince }, 'relaying registry events again');
+    this.outageSince = undefined;
+  }
+}
+
+/** Why proto-schemas no longer accepts a stored event, or undefined when it does. */
+function rejectionOf(event: PendingEvent): string | undefined {
+  if (!RELAYED_SUBJECTS.has(event.subject)) return `${event.subject} is not an event of ${REGISTRY_EVENTS_STREAM}`;
+  try {
+    checkEvent(event.subject as RegistryEventSubject, event.payload);
+    return undefined;
+  } catch (err) {
+    return (err as Error).message;
+  }
+}
