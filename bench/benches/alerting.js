@@ -195,7 +195,7 @@ async function run(ctx) {
     for (const c of clients) await c.end().catch(() => undefined);
     if (fleet) await fleet.stop().catch(() => undefined);
     await dropDatabasesWithPrefix(databasePrefix).catch(() => undefined);
-    if (finished) fs.rmSync(workDir, { recursive: true, force: true });
+    if (finished && !process.env.BENCH_KEEP_LOGS) fs.rmSync(workDir, { recursive: true, force: true });
     else process.stderr.write(`bench logs kept in ${logDir}\n`);
   });
   log(`starting ${SERVICES.join(', ')} (own nats-server, broker, databases)...`);

@@ -47,6 +47,18 @@ const WRITES_IN_FLIGHT = 16;
 
 class LeaseLost extends Error {}
 
+/** Milliseconds spent in each phase of a shard, for the shard's log line. */
+function phaseTimer(): ((phase: string) => void) & { all: () => Record<string, number> } {
+  const spent: Record<string, number> = {};
+  let last = performance.now();
+  const took = (phase: string) => {
+    const at = performance.now();
+    spent[phase] = Math.round(at - last);
+    last = at;
+  };
+  return Object.assign(took, { all: () => spent });
+}
+
 export class EvaluationCycle {
   readonly owner: string;
   private readonly now: () => Date;
@@ -105,15 +117,20 @@ export class EvaluationCycle {
 
   private async housekeeping(cycle: bigint): Promise<void> {
     const now = this.now();
+    const started = performance.now();
     await evaluation.pruneCycles(this.deps.db, cycle - 100n);
-    await pruneReadings(this.deps.db, new Date(now.getTime() - this.deps.settings.retentionMs));
+    const pruned = await pruneReadings(this.deps.db, new Date(now.getTime() - this.deps.settings.retentionMs));
+    this.deps.logger.debug({ cycle: String(cycle), pruned, ms: Math.round(performance.now() - started) }, 'readings past retention dropped');
   }
 
   private async evaluateShard(cycle: bigint, shard: number): Promise<void> {
     const { db, settings, logger } = this.deps;
     const now = this.now();
+    const took = phaseTimer();
     const devices = await evaluation.devicesOfShard(db, shard, settings.shards);
+    took('list');
     const sensors = await evaluation.summarizeSensors(db, devices, new Date(now.getTime() - settings.windowMs));
+    took('metrics');
     const profiles = await this.profilesFor(sensors.map((s) => s.profileId));
     const sensorLevels = new Map<string, Level[]>(devices.map((d) => [d, []]));
     const changedSensors: Array<{ deviceId: string; tdlId: string; level: Level }> = [];
@@ -124,14 +141,17 @@ export class EvaluationCycle {
       if (level !== s.level) changedSensors.push({ deviceId: s.deviceId, tdlId: s.tdlId, level });
     }
     const deviceLevels = [...sensorLevels].map(([deviceId, levels]) => ({ deviceId, level: deviceLevel(levels) }));
+    took('rules');
     await db.$transaction(async (tx) => {
       if (!(await evaluation.completeShard(tx, cycle, shard, this.owner, devices.length))) throw new LeaseLost();
       await evaluation.saveSensorLevels(tx, changedSensors);
       await evaluation.saveDeviceLevels(tx, cycle, deviceLevels, now);
     });
-    logger.debug({ cycle: String(cycle), shard, devices: devices.length, sensors: sensors.length }, 'shard evaluated');
+    took('commit');
     const writes = await this.writeDue(devices, cycle);
+    took('writes');
     await evaluation.settleShard(db, cycle, shard, writes);
+    logger.debug({ cycle: String(cycle), shard, devices: devices.length, sensors: sensors.length, writes, ms: took.all() }, 'shard evaluated');
   }
 
   private async profilesFor(ids: Array<number | null>): Promise<{ byId: Map<number, ProfileRow>; fallback: ProfileRow }> {
