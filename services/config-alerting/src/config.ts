@@ -11,7 +11,7 @@ const schema = baseConfigSchema.extend({
   READINGS_STREAM: z.string().default('DEVICE_IN'),
   READINGS_FILTER: z.string().default('dev.in.light.*.tdl.>'),
   READINGS_CONSUMER: z.string().default('config-alerting-readings'),
-  READINGS_BATCH: z.coerce.number().int().min(1).max(5000).default(500),
+  READINGS_BATCH: z.coerce.number().int().min(1).max(5000).default(1000),
   /** The durable consumer of the registry's device events (removals cascade to sensors). */
   DEVICE_EVENTS_CONSUMER: z.string().default('config-alerting-device-events'),
   /** The evaluation cycle: its period (the spec's "about 2 minutes"), shards, a replica's lease on a shard. */
