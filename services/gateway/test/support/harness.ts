@@ -3,7 +3,7 @@ import type { AddressInfo } from 'node:net';
 import { Redis } from 'ioredis';
 import { dropDatabase, ensureDatabase, migrate } from '@fleet/db';
 import { Bus, createLogger } from '@fleet/service-kit';
-import { databaseUrl, testEnv, uniqueId } from '@fleet/test-kit';
+import { cuttableDatabase, databaseUrl, testEnv, uniqueId, type CuttableDatabase } from '@fleet/test-kit';
 import { AuthChangeListener } from '../../src/auth/change-listener';
 import { Authenticator } from '../../src/auth/authenticator';
 import { runAdminCommand } from '../../src/admin/commands';
@@ -20,6 +20,8 @@ export interface TestGateway {
   bus: Bus;
   redis: Redis;
   unique: string;
+  /** With `cuttableDatabase`: the proxy between the gateway and its database (staff commands bypass it). */
+  proxy?: CuttableDatabase;
   /** Runs a staff command exactly as the admin CLI does. */
   admin(...argv: string[]): Promise<Record<string, unknown>>;
   /** A partner and one key for it. */
@@ -31,19 +33,22 @@ export interface TestGateway {
  * The gateway app as main.ts wires it, on an ephemeral port, with real Postgres (its own
  * database), Redis (its own key prefix) and NATS, and a route table of the test's choosing.
  */
-export async function startTestGateway(routes: RouteDef[], env: Record<string, string> = {}): Promise<TestGateway> {
+export async function startTestGateway(routes: RouteDef[], env: Record<string, string> = {}, options: { cuttableDatabase?: boolean } = {}): Promise<TestGateway> {
   const unique = uniqueId('gw');
   const dbUrl = databaseUrl(`fleet_test_${unique}`);
   const config = readGatewayConfig({ HEALTH_PORT: '0', DATABASE_URL: dbUrl, REDIS_KEY_PREFIX: `${unique}:`, ...env });
   await ensureDatabase(dbUrl);
   await migrate(dbUrl, MIGRATIONS_DIR);
+  const proxy = options.cuttableDatabase ? await cuttableDatabase(dbUrl) : undefined;
+  const gatewayDbUrl = proxy?.url ?? dbUrl;
   const db = openGatewayDb(dbUrl);
+  const gatewayDb = proxy ? openGatewayDb(gatewayDbUrl) : db;
   const logger = createLogger('gateway-test', process.env.TEST_LOG_LEVEL ?? 'silent');
   const redis = new Redis(testEnv.redisUrl, { maxRetriesPerRequest: 1 });
   // Its own subject prefix: the test serves the registry's and its routes' subjects on it.
   const bus = await Bus.connect({ servers: testEnv.natsUrl, service: `gateway-${unique}`, logger, requestTimeoutMs: 1000, subjectPrefix: `${unique}.` });
-  const authenticator = new Authenticator((prefix) => findKey(db, prefix), () => listener.live);
-  const listener = new AuthChangeListener(dbUrl, () => authenticator.forgetAll(), logger);
+  const authenticator = new Authenticator((prefix) => findKey(gatewayDb, prefix), () => listener.live);
+  const listener = new AuthChangeListener(gatewayDbUrl, () => authenticator.forgetAll(), logger);
   await listener.start();
   const app = createGatewayApp({ config, routes, authenticator, redis, bus, logger });
   const server = http.createServer(app);
@@ -57,6 +62,7 @@ export async function startTestGateway(routes: RouteDef[], env: Record<string, s
     bus,
     redis,
     unique,
+    ...(proxy ? { proxy } : {}),
     admin,
     async partner(flags = []) {
       const created = await admin('partner', 'create', '--name', `Partner ${uniqueId()}`, ...flags);
@@ -71,7 +77,9 @@ export async function startTestGateway(routes: RouteDef[], env: Record<string, s
       const keys = await redis.keys(`${unique}:*`);
       if (keys.length) await redis.del(...keys);
       redis.disconnect();
+      if (gatewayDb !== db) await gatewayDb.$disconnect();
       await db.$disconnect();
+      await proxy?.close();
       await dropDatabase(dbUrl);
     },
   };
