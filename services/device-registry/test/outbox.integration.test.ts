@@ -42,7 +42,7 @@ beforeAll(async () => {
   // Polling rarely, it relays the registry's own changes only because they wake it.
   relays.push(new OutboxRelay(testDb.db, relayConnection, relayLogger, { natsTimeoutMs: 300, pollIntervalMs: 60_000 }));
   relays[0]?.start();
-  handlers = registryHandlers({ db: testDb.db, broker, kek: randomBytes(32), logger, relay: { wake: () => relays.forEach((r) => r.wake()) } });
+  handlers = registryHandlers({ db: testDb.db, broker, kek: randomBytes(32), logger, relay: { wake: async (withinMs) => void (await Promise.all(relays.map((r) => r.wake(withinMs)))) } });
   await waitFor(() => jsm.streams.info(REGISTRY_EVENTS_STREAM).then(() => true), { what: 'the relay to create REGISTRY_EVENTS' });
 });
 
@@ -182,4 +182,13 @@ it('another replica relays what it did not commit itself at its next poll; repli
     await relays.pop()?.stop();
     await second.close();
   }
+});
+
+it('answers a change once its event is in the stream, so caches dropped on it are dropped before the partner hears back', async () => {
+  const deviceId = await provision();
+  const before = await lastSeq();
+  await rename(deviceId, 'Hall');
+  // No waiting here: the answer came after the event was stored.
+  expect(await eventsAfter(before)).toEqual([expect.objectContaining(deviceEvent(deviceId, 'updated'))]);
+  expect(await outboxCount()).toBe(0);
 });

@@ -42,6 +42,8 @@ export class OutboxRelay {
   private running = false;
   private loop?: Promise<void>;
   private woken = false;
+  /** Wake-ups waiting for the next pass to end. */
+  private waitingForPass: Array<() => void> = [];
   private interruptPause?: (stopping: boolean) => void;
   private streamReady = false;
   private outageSince?: number;
@@ -62,10 +64,25 @@ export class OutboxRelay {
     this.loop = this.run();
   }
 
-  /** A change and its event just committed in this process: relay now rather than at the next poll. */
-  wake(): void {
+  /**
+   * A change and its event just committed in this process: relays now rather than at the next
+   * poll. Resolves once a pass that began after the call is over (its events published, or the
+   * attempt failed and they wait in the outbox), or after `withinMs`, whichever comes first: the
+   * caller answers after its event, so services that drop cached views on it (the gateway's
+   * scope cache) have dropped them when the partner sees the answer.
+   */
+  wake(withinMs = 1_000): Promise<void> {
     this.woken = true;
+    const relayed = new Promise<void>((resolve) => this.waitingForPass.push(resolve));
     this.interruptPause?.(false);
+    if (!this.running) this.settle(this.waitingForPass.splice(0));
+    let timer: NodeJS.Timeout | undefined;
+    const gaveUp = new Promise<void>((resolve) => (timer = setTimeout(resolve, withinMs)));
+    return Promise.race([relayed, gaveUp]).finally(() => clearTimeout(timer));
+  }
+
+  private settle(waiters: Array<() => void>): void {
+    for (const resolve of waiters) resolve();
   }
 
   /** Lets the pass under way finish (what it published is deleted) and stops. */
@@ -78,12 +95,16 @@ export class OutboxRelay {
   private async run(): Promise<void> {
     let retryMs = 0;
     while (this.running) {
+      // Whoever woke the relay before this pass began is answered when it ends.
+      const waiters = this.waitingForPass.splice(0);
       try {
         const more = await this.relayPass();
         this.recovered();
         retryMs = 0;
+        this.settle(waiters);
         if (!more) await this.pause(this.pollIntervalMs, true);
       } catch (err) {
+        this.settle(waiters);
         // The stream may be what is missing (a NATS server that lost its store).
         this.streamReady = false;
         retryMs = Math.min(MAX_RETRY_MS, Math.max(FIRST_RETRY_MS, retryMs * 2));
@@ -92,6 +113,7 @@ export class OutboxRelay {
         await this.pause(retryMs, false);
       }
     }
+    this.settle(this.waitingForPass.splice(0));
   }
 
   /** Publishes waiting events in order; true when more may be waiting already. */

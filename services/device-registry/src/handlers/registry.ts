@@ -51,7 +51,7 @@ export interface RegistryDeps {
    * The process's outbox relay, woken after each committed change so its event goes out at
    * once; without one, events wait in the outbox for a relay's next poll.
    */
-  relay?: { wake(): void };
+  relay?: { wake(withinMs?: number): Promise<void> };
 }
 
 /** Every request subject the registry serves (queue group device-registry): those proto-schemas/subjects.json gives it. */
@@ -77,6 +77,15 @@ function integerParam(value: unknown, name: string, min: number, max: number, fa
   return n;
 }
 
+/**
+ * How long a committed change waits for its event to be relayed before answering: at most a
+ * second, and never into the last 200 ms before the request's deadline (the change is
+ * committed; the event then goes out with the relay's next pass).
+ */
+function relayWaitMs(window: { deadline: number }): number {
+  return Math.max(0, Math.min(1_000, window.deadline - Date.now() - 200));
+}
+
 /** The registry's one map of what it serves; the type check fails when a subject lacks its handler. */
 export function registryHandlers(deps: RegistryDeps): ServiceHandlers<RegistrySubject> {
   const { db, broker, kek, relay } = deps;
@@ -95,7 +104,7 @@ export function registryHandlers(deps: RegistryDeps): ServiceHandlers<RegistrySu
       await recordEvent(tx, 'evt.registry.device.changed.v1', { device_id: deviceId, change, at: now().toISOString() });
       return true;
     });
-    if (applied) relay?.wake();
+    if (applied) await relay?.wake(relayWaitMs(window));
     return applied;
   }
 
@@ -127,7 +136,7 @@ export function registryHandlers(deps: RegistryDeps): ServiceHandlers<RegistrySu
     'registry.device.provision': async (req, ctx) => {
       const plan = await planProvisioning(provisioning, req.principal as Principal | undefined, req.params.device_id ?? '', req.body as Record<string, unknown> | undefined);
       await provisionDevice(provisioning, plan, { requestId: req.request_id, window: ctx, logger: ctx.logger });
-      relay?.wake();
+      await relay?.wake(relayWaitMs(ctx));
       return provisionedAnswer(plan);
     },
 
