@@ -10,6 +10,8 @@ import { AUTH_CHANGES_CHANNEL } from '../store/partners';
 export class AuthChangeListener {
   private client?: Client;
   private stopped = false;
+  /** The one pending reconnection: a lost connection reports both `error` and `end`. */
+  private reconnect?: NodeJS.Timeout;
   live = false;
 
   constructor(
@@ -23,6 +25,8 @@ export class AuthChangeListener {
   }
 
   private async connect(): Promise<void> {
+    this.reconnect = undefined;
+    if (this.stopped) return;
     const client = new Client({ connectionString: this.databaseUrl });
     client.on('notification', () => this.onChange());
     client.on('error', (err) => this.lost(err));
@@ -30,6 +34,10 @@ export class AuthChangeListener {
     try {
       await client.connect();
       await client.query(`LISTEN ${AUTH_CHANGES_CHANNEL}`);
+      if (this.stopped) {
+        await client.end();
+        return;
+      }
       this.client = client;
       // Anything cached before this point may predate a change we never heard of.
       this.onChange();
@@ -44,14 +52,16 @@ export class AuthChangeListener {
     this.live = false;
     this.client = undefined;
     this.onChange();
-    if (this.stopped) return;
+    if (this.stopped || this.reconnect !== undefined) return;
     this.logger.warn({ err }, 'auth change listener lost; caching off until it reconnects');
-    setTimeout(() => void this.connect(), 1000).unref();
+    this.reconnect = setTimeout(() => void this.connect(), 1000);
+    this.reconnect.unref();
   }
 
   async stop(): Promise<void> {
     this.stopped = true;
     this.live = false;
+    clearTimeout(this.reconnect);
     await this.client?.end().catch(warnIfFails(this.logger, 'closing the auth change listener'));
   }
 }
