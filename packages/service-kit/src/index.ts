@@ -7,5 +7,6 @@ export * from './handler-context';
 export * from './health';
 export * from './runtime';
 export * from './pull-consumer';
+export * from './poison-isolation';
 export * from './streams';
 export * from './durable-events';

@@ -1,14 +1,10 @@
-import type { JsMsg } from 'nats';
 import { parseCaptureSubject } from '@fleet/device-protocol';
-import type { Logger } from '@fleet/service-kit';
+import { isolatingPoison, type Logger } from '@fleet/service-kit';
 import { parseRecord, type ParsedRecord } from '../domain/record';
 import { parseAck, parseLive } from '../domain/requests';
 import { ingestRecords } from '../store/ingest';
 import type { MeterDb } from '../store/prisma';
 import { noteUnmatchedRejection, sampleRequestedAt, settleReset, settleSample } from '../store/requests';
-
-/** Deliveries after which a message that fails on its own is dropped. */
-const MAX_DELIVERIES = 10;
 
 export interface DeviceInMessage {
   deviceId: string;
@@ -72,42 +68,7 @@ export function deviceInProcessor(db: MeterDb, prefix: string, logger: Logger) {
     }
   }
 
-  return async function process(batch: JsMsg[]): Promise<Set<JsMsg>> {
-    const now = new Date();
-    const read = new Map<JsMsg, DeviceInMessage>();
-    for (const msg of batch) {
-      const m = readDeviceIn(msg.subject, prefix, msg.data, msg.headers?.get('Received-At') || undefined, now);
-      if (m) read.set(msg, m);
-    }
-    try {
-      await handle([...read.values()]);
-      return new Set();
-    } catch (err) {
-      if (read.size <= 1) {
-        const [only] = read.keys();
-        // A lone message that keeps failing must not hold the stream forever.
-        if (only && only.info.redeliveryCount >= MAX_DELIVERIES) {
-          logger.error({ err: (err as Error).message, subject: only.subject, seq: only.seq }, 'device message could not be stored; dropped');
-          return new Set([only]);
-        }
-        throw err;
-      }
-      logger.warn({ err: (err as Error).message, count: read.size }, 'batch failed; trying its messages one by one');
-    }
-    const poison = new Set<JsMsg>();
-    let lastErr: unknown;
-    for (const [msg, m] of read) {
-      try {
-        await handle([m]);
-      } catch (err) {
-        lastErr = err;
-        poison.add(msg);
-      }
-    }
-    if (poison.size === read.size) throw lastErr;
-    for (const msg of poison) logger.error({ subject: msg.subject, seq: msg.seq }, 'device message could not be stored; dropped');
-    return poison;
-  };
+  return isolatingPoison({ read: (msg, now) => readDeviceIn(msg.subject, prefix, msg.data, msg.headers?.get('Received-At') || undefined, now), store: handle, logger });
 }
 
 function tokenOf(payload: Uint8Array): string | undefined {
