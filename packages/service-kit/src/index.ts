@@ -8,5 +8,6 @@ export * from './health';
 export * from './runtime';
 export * from './pull-consumer';
 export * from './poison-isolation';
+export * from './chunk-reclaimer';
 export * from './streams';
 export * from './durable-events';
