@@ -12,10 +12,9 @@ export const testEnv = {
   mqttUrl: process.env.MQTT_URL ?? 'mqtt://127.0.0.1:1883',
 };
 
-/** A short lowercase id that is unique enough to isolate one test run's names. */
-export function uniqueId(prefix = 't'): string {
-  return `${prefix}${Date.now().toString(36)}${randomBytes(4).toString('hex')}`;
-}
+import { uniqueId } from './unique-id';
+
+export { uniqueId };
 
 /** A random device id in the spec's format (12 uppercase hex characters). */
 export function randomDeviceId(): string {
@@ -120,3 +119,4 @@ export async function rejectionOf<T extends Error>(work: Promise<unknown>, type:
   throw new Error(`expected a rejection with ${type.name}`);
 }
 export { partnerId, principal } from './principal';
+export { captureDeviceMessage, createDeviceInStream, type CapturedMessage } from './device-in-stream';

@@ -1,8 +1,8 @@
 import { randomBytes } from 'node:crypto';
-import { headers, StorageType, type JetStreamClient, type NatsConnection } from 'nats';
+import type { JetStreamClient } from 'nats';
 import type { RequestEnvelope } from '@fleet/contracts';
 import { Bus, createLogger, type Logger } from '@fleet/service-kit';
-import { testEnv, uniqueId, createMigratedTestDb, type TestDatabase } from '@fleet/test-kit';
+import { captureDeviceMessage, createMigratedTestDb, testEnv, uniqueId, type TestDatabase } from '@fleet/test-kit';
 import { MIGRATIONS_DIR } from '../src/migrations';
 import { openMeterDb, type MeterDb } from '../src/store/prisma';
 
@@ -18,27 +18,12 @@ export async function connectBus(service = 'meter-test', subjectPrefix?: string)
   return Bus.connect({ servers: testEnv.natsUrl, service, logger, requestTimeoutMs: 3000, subjectPrefix });
 }
 
-/** A DEVICE_IN-like stream of its own: subjects `<prefix>dev.in.>` and `<prefix>dev.out.>`. */
-export async function createStream(nc: NatsConnection, id = uniqueId('m')): Promise<{ name: string; prefix: string; drop(): Promise<void> }> {
-  const name = `DEVICE_IN_${id}`;
-  const prefix = `${id}.`;
-  const jsm = await nc.jetstreamManager();
-  await jsm.streams.add({ name, subjects: [`${prefix}dev.in.>`, `${prefix}dev.out.>`], storage: StorageType.File });
-  return {
-    name,
-    prefix,
-    async drop() {
-      await jsm.streams.delete(name).catch(() => undefined);
-    },
-  };
-}
+/** A DEVICE_IN-like stream of the test's own. */
+export { createDeviceInStream as createStream } from '@fleet/test-kit';
 
-/** Puts a device message into the stream as the bridge does. */
+/** Puts a device message into the stream as the bridge does (`levels` dot-separated: `iv`, `sys.resp`). */
 export async function deviceSends(js: JetStreamClient, prefix: string, deviceId: string, levels: string, payload: string | object, receivedAt = new Date()): Promise<void> {
-  const h = headers();
-  h.set('Mqtt-Topic', `meter/${deviceId}/${levels.replace(/\./g, '/')}`);
-  h.set('Received-At', receivedAt.toISOString());
-  await js.publish(`${prefix}dev.in.meter.${deviceId}.${levels}`, Buffer.from(typeof payload === 'string' ? payload : JSON.stringify(payload)), { headers: h });
+  await captureDeviceMessage(js, prefix, { deviceId, product: 'meter', levels: levels.replace(/\./g, '/'), payload, receivedAt });
 }
 
 export function envelope(deviceId: string, query: Record<string, unknown> = {}, extra: Partial<RequestEnvelope> = {}, product: 'meter' | 'light' = 'meter'): RequestEnvelope {
