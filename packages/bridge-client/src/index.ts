@@ -8,7 +8,9 @@
  *   (the device got nothing). The caller built the request from validated input, so a refusal
  *   is the platform's failure, never the partner's; its reason is logged.
  * - **QoS**: what the device protocol says for the topic: `sys/exe` 2, `cmd/<channel>` 1;
- *   other topics (raw MQTT) the caller's, default 1. Never retained unless asked.
+ *   other topics the caller's, default 1. A raw MQTT publish (`qosAsGiven`) is sent with the
+ *   caller's QoS on every topic, since it goes out as the partner wrote it. Never retained
+ *   unless asked.
  * - **Time**: a call gets no more than the request it serves has left (`deadline`), so nothing
  *   reaches the broker after the partner was told 503.
  * - **Contract**: the bus checks bodies and replies against their schema (proto-schemas/bridge/).
@@ -26,9 +28,15 @@ export type Published = BridgeMessagePublishReply;
 export interface OutgoingMessage {
   topic: string;
   payload: string;
-  /** Only for topics the device protocol gives no QoS (raw MQTT); default 1. */
+  /** For topics the device protocol gives no QoS, or with `qosAsGiven`; default 1. */
   qos?: 0 | 1 | 2;
   retain?: boolean;
+  /**
+   * Raw MQTT: `qos` is used as given even on `sys/exe` and `cmd/<channel>`, whose protocol QoS
+   * otherwise wins (the partner's message is sent as written). Without `qos` the protocol's
+   * QoS still applies.
+   */
+  qosAsGiven?: boolean;
 }
 
 /** Device broker credentials (what device-registry needs). */
@@ -72,7 +80,8 @@ export class BridgeClient implements BrokerCredentials, MessagePublisher {
   }
 
   async publish(call: CallFor, message: OutgoingMessage): Promise<Published> {
-    const body = { topic: message.topic, payload: message.payload, qos: protocolQos(message.topic) ?? message.qos ?? 1, retain: message.retain ?? false };
+    const qos = (message.qosAsGiven ? message.qos : undefined) ?? protocolQos(message.topic) ?? message.qos ?? 1;
+    const body = { topic: message.topic, payload: message.payload, qos, retain: message.retain ?? false };
     const published = await this.call('bridge.message.publish', call, body, publishFailed);
     // The bus checked the reply against its schema; a bridge that answered no body is a bug.
     if (!published) throw new Error('the bridge answered a publish without its body');

@@ -93,6 +93,12 @@ async function main() {
       `export type SubjectsOf<Owner extends string> = { [S in RequestSubject]: (typeof requestSubjects)[S]['owner'] extends Owner ? S : never }[RequestSubject];\n`,
   );
   fs.writeFileSync(path.join(outDir, 'subject-types.ts'), subjectTypes(subjects, titleById));
+  const systemRegistry = JSON.parse(fs.readFileSync(path.join(schemaRoot, 'system', 'registry.json'), 'utf8'));
+  delete systemRegistry.$comment;
+  fs.writeFileSync(
+    path.join(outDir, 'system-registry.ts'),
+    `/* Generated from proto-schemas/system/registry.json. Do not edit. */\nexport const systemRegistry = ${JSON.stringify(systemRegistry, null, 2)} as const;\n`,
+  );
 }
 
 main().catch((err) => {

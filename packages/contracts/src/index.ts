@@ -3,3 +3,4 @@ export * from './generated/subjects';
 export * from './generated/subject-types';
 export * from './validators';
 export { PERMISSIONS, CHANNELS } from './catalog';
+export * from './system';
