@@ -1,0 +1,98 @@
+/**
+ * The status feed of a device: its connectivity (device-registry), the last connection string it
+ * published on `<r>/status` (`online`, or `offline` as its last will), and its recent telemetry
+ * (`<r>/tele/<kind>`) and heartbeats (`<r>/tele/heartbeat`), newest first, as long as DEVICE_IN
+ * keeps them (`history_hours`).
+ */
+import { ValidationError, type HandlerContext, type HandlerResult, type RequestOf } from '@fleet/service-kit';
+import { fromHistory, readUntil, type CapturedMessage } from '../history/device-in-history';
+import type { SystemDeps } from './deps';
+
+/** Snapshots and heartbeats each, unless asked (at most 500, the gateway checks). */
+export const STATUS_DEFAULT_LIMIT = 20;
+/** The share of the bus's largest message the snapshots of one answer may take. */
+const SNAPSHOT_SHARE = 0.5;
+
+/** The kind of a `<root>/<id>/tele/<kind>` topic. */
+function teleKind(topic: string): string | undefined {
+  const levels = topic.split('/');
+  return levels.length === 4 && levels[2] === 'tele' ? levels[3] : undefined;
+}
+
+/** Telemetry is JSON; anything else is kept as the text it is. */
+function dataOf(payload: string): unknown {
+  try {
+    return JSON.parse(payload) as unknown;
+  } catch {
+    return payload;
+  }
+}
+
+const numberOrNull = (value: unknown): number | null => (typeof value === 'number' && Number.isFinite(value) ? value : null);
+
+function snapshotView(m: CapturedMessage): Record<string, unknown> {
+  return { kind: teleKind(m.topic), data: dataOf(m.payload), received_at: m.receivedAt };
+}
+
+function heartbeatView(m: CapturedMessage): Record<string, unknown> {
+  const data = dataOf(m.payload);
+  const fields = data !== null && typeof data === 'object' ? (data as Record<string, unknown>) : {};
+  return { uptime_s: numberOrNull(fields.uptime_s), rssi_dbm: numberOrNull(fields.rssi_dbm), heap_free: numberOrNull(fields.heap_free), received_at: m.receivedAt };
+}
+
+/**
+ * Every part's outcome, or the first part's failure once every part has settled: no read goes
+ * on after the answer.
+ */
+async function allOrFirstError<T extends readonly unknown[]>(parts: { [K in keyof T]: Promise<T[K]> }): Promise<T> {
+  const settled = await Promise.allSettled(parts);
+  const failed = settled.find((s): s is PromiseRejectedResult => s.status === 'rejected');
+  if (failed) throw failed.reason;
+  return settled.map((s) => (s as PromiseFulfilledResult<unknown>).value) as unknown as T;
+}
+
+/** GET /v1/devices/{device_id}/system/status?limit=. */
+export async function deviceStatus(deps: SystemDeps, req: RequestOf<'system.status.get'>, ctx: HandlerContext): Promise<HandlerResult> {
+  const device = req.device;
+  if (!device || (device.product !== 'light' && device.product !== 'meter')) throw new ValidationError('This route needs a light or a meter.');
+  const query = req.query as { limit?: number | string };
+  const limit = query.limit === undefined ? STATUS_DEFAULT_LIMIT : Number(query.limit);
+  if (!Number.isInteger(limit) || limit < 1 || limit > 500) throw new ValidationError("'limit' must be an integer from 1 to 500");
+  const deviceId = device.device_id;
+  const call = { requestId: req.request_id, deadline: ctx.deadline };
+  const until = readUntil(ctx);
+  // What the device sent: `dev.in.<product>.<id>.<levels>`.
+  const base = `dev.in.${device.product}.${deviceId}`;
+  const snapshotBytes = Math.floor(deps.history.maxPayload * SNAPSHOT_SHARE);
+  const [link, last, snapshots, heartbeats, historyHours] = await allOrFirstError([
+    deps.registry.connectivity(call, deviceId),
+    fromHistory(ctx, () => deps.history.last(`${base}.status`, until)),
+    fromHistory(ctx, () =>
+      deps.history.newest([`${base}.tele.*`], {
+        limit,
+        until,
+        match: (m) => {
+          const kind = teleKind(m.topic);
+          return kind !== undefined && kind !== 'heartbeat';
+        },
+        weigh: (m) => Buffer.byteLength(m.payload, 'utf8') + 100,
+        maxWeight: snapshotBytes,
+      }),
+    ),
+    fromHistory(ctx, () => deps.history.newest([`${base}.tele.heartbeat`], { limit, until, match: (m) => teleKind(m.topic) === 'heartbeat' })),
+    fromHistory(ctx, () => deps.history.retentionHours(until)),
+  ]);
+  return {
+    status: 200,
+    body: {
+      device_id: deviceId,
+      status: link.status,
+      status_changed_at: link.status_changed_at,
+      last_seen_at: link.last_seen_at,
+      last_connection: last ? { payload: last.payload, received_at: last.receivedAt } : null,
+      snapshots: snapshots.messages.map(snapshotView),
+      heartbeats: heartbeats.messages.map(heartbeatView),
+      history_hours: historyHours,
+    },
+  };
+}

@@ -1,0 +1,72 @@
+import { BridgeClient } from '@fleet/bridge-client';
+import { ensureDatabase, migrate } from '@fleet/db';
+import { RegistryClient } from '@fleet/registry-client';
+import { DurablePullConsumer, ServiceRuntime } from '@fleet/service-kit';
+import { readSystemConfig, systemFilter } from './config';
+import { createFileUrls, UrlTokens } from './domain/signed-urls';
+import { sysTrafficProcessor } from './handlers/device-in';
+import { startHousekeeping } from './handlers/housekeeping';
+import { serveSystem } from './handlers/serve';
+import { DeviceInHistory } from './history/device-in-history';
+import { startFileServer } from './http/file-server';
+import { MIGRATIONS_DIR } from './migrations';
+import { createStorage } from './storage';
+import { openSystemDb } from './store/prisma';
+
+async function main(): Promise<void> {
+  const config = readSystemConfig();
+  const runtime = await ServiceRuntime.start({ service: 'system-files', config, subjectPrefix: config.SUBJECT_PREFIX });
+  const { logger, bus } = runtime;
+
+  await ensureDatabase(config.DATABASE_URL);
+  await migrate(config.DATABASE_URL, MIGRATIONS_DIR, { logger });
+  const db = openSystemDb(config.DATABASE_URL, config.DATABASE_POOL_MAX);
+  runtime.onClose(() => db.$disconnect());
+
+  if (!config.FILES_URL_SECRET) logger.warn('FILES_URL_SECRET is not set: download URLs and upload tickets are signed with a key of this process only (run one replica, and URLs die with it)');
+  const storage = createStorage(config);
+  const tokens = new UrlTokens(config.FILES_URL_SECRET);
+  const fileServer = await startFileServer({ config, db, storage, tokens, logger: logger.child({ component: 'file-server' }) });
+  runtime.onClose(() => fileServer.close(), 'intake');
+  const urls = createFileUrls(config, { tokens, storage, fileServerPort: fileServer.port });
+
+  const downstream = { timeoutMs: config.DOWNSTREAM_TIMEOUT_MS };
+  serveSystem(bus, {
+    db,
+    bridge: new BridgeClient(bus, { ...downstream, logger: logger.child({ component: 'bridge' }) }),
+    registry: new RegistryClient(bus, { ...downstream, logger: logger.child({ component: 'registry' }) }),
+    roots: { light: config.LIGHT_TOPIC_ROOT, meter: config.METER_TOPIC_ROOT },
+    storage,
+    urls,
+    history: new DeviceInHistory(bus.connection, { stream: config.DEVICE_IN_STREAM, prefix: config.SUBJECT_PREFIX }),
+    config,
+  });
+
+  const intake = new DurablePullConsumer(bus.connection, {
+    stream: config.DEVICE_IN_STREAM,
+    durable: config.SYSTEM_CONSUMER,
+    filterSubject: systemFilter(config),
+    batch: config.INGEST_BATCH,
+    process: sysTrafficProcessor(db, config.SUBJECT_PREFIX, logger.child({ component: 'sys-intake' })),
+    logger: logger.child({ component: 'sys-intake' }),
+  });
+  intake.start();
+  runtime.onClose(() => intake.stop(), 'intake');
+  const housekeeping = startHousekeeping(
+    db,
+    {
+      sweepMs: config.TRANSFER_SWEEP_MS,
+      queuedGraceMs: 60_000,
+      transferRetentionDays: config.TRANSFER_RETENTION_DAYS,
+      responseRetentionDays: config.RESPONSE_RETENTION_DAYS,
+    },
+    logger.child({ component: 'housekeeping' }),
+  );
+  runtime.onClose(() => housekeeping.stop(), 'intake');
+  runtime.ready({ stream: config.DEVICE_IN_STREAM, consumer: config.SYSTEM_CONSUMER, files_port: fileServer.port, storage: storage.kind });
+}
+
+main().catch((err) => {
+  console.error('system-files failed to start:', err);
+  process.exit(1);
+});
