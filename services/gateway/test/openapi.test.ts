@@ -178,7 +178,7 @@ describe('buildOpenApiDocument', () => {
     );
     // Tags follow the table's order of first appearance.
     expect(doc.tags).toEqual([...new Set(allRoutes.map((r) => r.tag))].map((name) => ({ name })));
-    expect((doc.tags as { name: string }[]).map((t) => t.name)).toEqual(expect.arrayContaining(['Account', 'Light commands', 'Meter', 'Devices', 'Configuration']));
+    expect((doc.tags as { name: string }[]).map((t) => t.name)).toEqual(expect.arrayContaining(['Account', 'Light commands', 'Meter', 'Devices', 'Configuration', 'System']));
   });
 
   it('describes every route as an operation with a unique operationId, tag, permission and path parameters', () => {
@@ -190,8 +190,9 @@ describe('buildOpenApiDocument', () => {
       ids.add(route.operationId);
       expect(op.tags).toEqual([route.tag]);
       expect(op.summary).toBe(route.summary);
-      expect(op['x-required-permission']).toBe(route.permission);
-      expect(op.description).toEqual(expect.stringContaining(route.permission === null ? '**Permission:** none' : `\`${route.permission}\``));
+      expect(op['x-required-permission']).toEqual(route.permission);
+      const named = route.permission === null ? ['**Permission:** none'] : typeof route.permission === 'string' ? [`\`${route.permission}\``] : route.permission.map((p) => `\`${p}\``);
+      for (const text of named) expect(op.description).toEqual(expect.stringContaining(text));
       expect(op.security).toBeUndefined(); // all /v1: the global bearer requirement applies
 
       const params = ((op.parameters as unknown[] | undefined) ?? []).map(deref);

@@ -71,6 +71,7 @@ export function renderGuide(baseUrl: string, links: GuideLinks): string {
 <li><a href="#idempotency">Idempotency</a></li>
 <li><a href="#cursors">Cursors</a></li>
 <li><a href="#alerting">Temperature alerting</a></li>
+<li><a href="#files">System interface and file push</a></li>
 <li><a href="#versioning">Versioning</a></li>
 <li><a href="#more">Reference</a></li>
 </ul>
@@ -251,6 +252,32 @@ curl -sS -X PUT "$BASE_URL/v1/devices/0A1B2C3D4E5F/alert-signal" \
 <p><strong>4. Watch it work.</strong> While the fridge stays cold, <code>light1</code> is solid green. When three readings in a row are above 8 °C, the next evaluation moves the light to WARNING and <code>light1</code> pulses red; when the sensor falls silent for 15 minutes it shows the NO_DATA entry. <code>GET /v1/devices/0A1B2C3D4E5F/config</code> shows the sensors with their profiles and the chosen signal. A profile change takes effect at the next evaluation; a signal change reaches the light at its next level change or within the hour.</p>
 <p><strong>Your own <code>light1</code> commands.</strong> Automation overwrites <code>light1</code> at its next write. To show something else on <code>light1</code> for a while, suspend automation with <code>PUT /v1/devices/{device_id}/automation</code> <code>{"enabled": false}</code> (permission <code>automation_control</code>); the level is still evaluated, and the pending entry is written as soon as you enable it again.</p>
 <p>Limits: 50 own profiles and 50 own signals (<code>403 limit_reached</code>), 20 rules of up to 8 conditions each; names are unique (<code>409 name_taken</code>); a profile still used by a sensor cannot be deleted (<code>409 in_use</code> with the count); deleting a signal in use returns its lights to the default signal. Configuration changes share a separate throttle of 30 per minute.</p>
+</section>
+
+<section id="files">
+<h2>System interface and file push: a worked example</h2>
+<p>Every device runs system verbs (<code>query</code>, <code>reboot</code>, settings writes, file verbs, and destructive ones that need <code>system_destructive</code> and <code>confirm</code> equal to the device id); <code>GET /v1/system/commands</code> lists them with the settings catalog. Commands are fire-and-forget: a 202 carries the exact line published, and the device's acknowledgement (that line followed by <code>&gt;ok</code>, <code>&gt;failed</code>, <code>&gt;applied</code> or <code>&gt;unknown</code>) arrives in the response feed. This example puts a sound on a light. You need <code>file_upload</code>, <code>system_control</code> and <code>system_read</code>.</p>
+<p><strong>1. Upload the sound.</strong> A multipart upload into <code>files/</code>; the answer carries its SHA-256 and an audio check (best: mono MP3, 16 kHz, 48 kbps constant bitrate, no tags). A name that exists is <code>409 conflict</code>: uploads never overwrite.</p>
+<pre><code>curl -sS -X POST "$BASE_URL/v1/system/files" \
+  -H "Authorization: Bearer $API_KEY" \
+  -F dir=files -F file=@doorbell.mp3</code></pre>
+<pre><code>{"dir": "files", "name": "doorbell.mp3", "size": 21600, "sha256": "9f2c…",
+ "audio": {"playable": true, "ideal": true, "fixable": true, "summary": {"format": "MPEG-2 Layer III", "sample_rate_hz": 16000, "channel_mode": "mono", "bitrate_kbps": 48, …}, "issues": []}}</code></pre>
+<p><strong>2. Push it to the light.</strong> Send an <code>Idempotency-Key</code> so a retry never pushes twice (the key is remembered as long as the transfer exists):</p>
+<pre><code>curl -sS -X POST "$BASE_URL/v1/devices/0A1B2C3D4E5F/files" \
+  -H "Authorization: Bearer $API_KEY" -H "Content-Type: application/json" \
+  -H "Idempotency-Key: push-doorbell-0A1B2C3D4E5F" \
+  -d '{"name": "doorbell.mp3", "dest": "bell.mp3"}'</code></pre>
+<pre><code>202 Accepted
+Location: /v1/devices/0A1B2C3D4E5F/files/xf_3a9e…
+{"transfer_id": "xf_3a9e…", "state": "sent", "terminal": false, "src": "files/doorbell.mp3", "dest": "bell.mp3",
+ "sha256": "9f2c…", "attempts": 1, "detail": null, "device_online": true, "poll_after_s": 5,
+ "timeline": {"created_at": "…", "sent_at": "…", "ack_deadline": "…", "settled_at": null}, "note": "…"}</code></pre>
+<p><strong>3. Poll until <code>terminal</code>.</strong> The device downloads the file from a signed URL, checks its SHA-256 and acknowledges. <code>succeeded</code>: it has the file. <code>failed</code>: <code>detail</code> says why (for example a SHA-256 mismatch). <code>timed_out</code>: no answer before <code>timeline.ack_deadline</code>; the acknowledgement can be lost while the device reconnects, so read <code>GET /v1/devices/{device_id}/system/settings</code> and look for the file in <code>file_list</code> before trying again. Wait <code>poll_after_s</code> between polls; your client's timeout must exceed the deadline.</p>
+<pre><code>curl -sS "$BASE_URL/v1/devices/0A1B2C3D4E5F/files/xf_3a9e…" -H "Authorization: Bearer $API_KEY"
+curl -sS "$BASE_URL/v1/devices/0A1B2C3D4E5F/files?state=failed" -H "Authorization: Bearer $API_KEY"</code></pre>
+<p><strong>Settings.</strong> <code>PUT /v1/devices/{device_id}/system/settings/volume</code> <code>{"value": 40}</code> publishes <code>set&gt;volume=40</code>; it applies at the next reboot. A secret key (one containing <code>pass</code>, <code>pwd</code>, <code>key</code>, <code>token</code>, <code>secret</code> or <code>psk</code>) is sealed for the device: the 202 and the acknowledgement carry <code>enc1:…</code>, never your value; when the device cannot open it the answer is <code>409 encryption_unavailable</code> and nothing is sent. Connection and identity keys (<code>mqttUser</code>, <code>mqttPass</code>, <code>devId</code>, <code>topicRoot</code>, <code>host</code>, <code>tlsMode</code>, <code>mqttPort</code>, <code>caCertFile</code>) are destructive.</p>
+<p><strong>The response feed.</strong> <code>GET /v1/devices/{device_id}/system/responses</code> returns the last ten minutes oldest first, or rows from <code>since</code>; keep the <code>next_cursor</code> and pass it back as <code>cursor</code>: a cursor never skips a row.</p>
 </section>
 
 <section id="versioning">

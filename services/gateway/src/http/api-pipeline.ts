@@ -1,13 +1,14 @@
 import type { Request, Response } from 'express';
-import type { DeviceSummary, Principal } from '@fleet/contracts';
+import type { DeviceSummary, Permission, Principal } from '@fleet/contracts';
 import { ApiError, ForbiddenError, NotFoundError, RateLimitedError, ServiceUnavailableError, UnauthorizedError, ValidationError, fromEnvelopeError, warnIfFails, type Bus, type Logger } from '@fleet/service-kit';
 import { bearerToken, type Authenticator } from '../auth/authenticator';
 import { accountBody } from '../handlers/account';
 import { isValidIdempotencyKey, requestFingerprint, type IdempotencyStore, type StoredResponse } from '../idempotency';
-import { rateLimitHeaders, requestWindowFor, windowsFor, type LimitSettings, type SlidingWindowLimiter, type WindowSpec } from '../limits';
+import { rateLimitHeaders, requestWindowFor, windowsFor, type LimitClass, type LimitSettings, type SlidingWindowLimiter, type WindowSpec } from '../limits';
 import type { ScopeResolver } from '../scope/scope-resolver';
 import { routeId, type RouteDef } from '../routes/types';
 import { MAX_BODY_DEPTH, readJsonBody, withinDepth, type RequestValidator } from './request-validation';
+import { relayUpload } from './upload';
 import type { RouteMatcher } from './route-matcher';
 
 export interface PipelineDeps {
@@ -56,6 +57,11 @@ export function apiPipeline(deps: PipelineDeps) {
 
     const principal = await authenticate(deps, req, res);
     await spendRequestWindow(deps, principal, res);
+    if ('upload' in route.target) {
+      checkPermission(route, principal);
+      await relayUpload(deps, req, res, route, principal, requestId);
+      return;
+    }
 
     const rawBody = Buffer.isBuffer(req.body) ? req.body : Buffer.alloc(0);
     const idempotencyKey = route.idempotent ? req.get('Idempotency-Key') : undefined;
@@ -129,21 +135,26 @@ async function runRoute(
   rawBody: Buffer,
   requestId: string,
 ): Promise<Outcome> {
-  if (route.permission && !principal.permissions.includes(route.permission)) {
-    throw new ForbiddenError(`This route needs the '${route.permission}' permission.`, 'forbidden', route.permission);
-  }
+  checkPermission(route, principal);
   const body = readJsonBody(route, req.get('Content-Type'), rawBody);
   const query = { ...(req.query as Record<string, unknown>) };
   deps.validator.check(route, { params, query, body });
+  const tier = route.tierOf?.({ params, body });
+  if (tier && !principal.permissions.includes(tier.permission)) {
+    throw new ForbiddenError(`This request needs the '${tier.permission}' permission.`, 'forbidden', tier.permission);
+  }
 
   let device: DeviceSummary | undefined;
   if (route.device) {
     device = await deps.scope.resolve(requestId, principal, params.device_id as string);
     if (route.device.product && device.product !== route.device.product) throw new NotFoundError('Device not found.');
   }
-  const spent = route.limits?.length ? await spendLimitClasses(deps, route, principal, device) : undefined;
+  const limits: LimitClass[] = [...(route.limits ?? []), ...(tier?.destructive ? (['destructive'] as const) : [])];
+  const spent = limits.length ? await spendLimitClasses(deps, limits, principal, device) : undefined;
 
   if ('local' in route.target) return { status: 200, headers: {}, body: accountBody(principal) };
+  if ('upload' in route.target) throw new TypeError(`${routeId(route)} streams its body: it is served by the upload pipeline`);
+  const idempotencyKey = route.idempotent ? req.get('Idempotency-Key') : undefined;
   const envelope = {
     request_id: requestId,
     route: routeId(route),
@@ -152,6 +163,7 @@ async function runRoute(
     query,
     ...(device ? { device } : {}),
     ...(body !== undefined ? { body } : {}),
+    ...(idempotencyKey !== undefined ? { idempotency_key: idempotencyKey } : {}),
   };
   // The envelope carries the deadline: now + the bus timeout. The owning service starts and commits
   // nothing after it (its database refuses the COMMIT). Right before a COMMIT it sends a commit
@@ -194,13 +206,23 @@ async function refund(deps: PipelineDeps, spent: Spent, requestId: string): Prom
   await deps.limiter.refund(spent.windows, spent.receipt).catch(warnIfFails(deps.logger, 'refunding the limit windows', { request_id: requestId }));
 }
 
-async function spendLimitClasses(deps: PipelineDeps, route: RouteDef, principal: Principal, device?: DeviceSummary): Promise<Spent | undefined> {
+/** The route's permission; with a list, any one of them (the 403 names the first). */
+export function checkPermission(route: RouteDef, principal: Principal): void {
+  if (route.permission === null) return;
+  const admitting = typeof route.permission === 'string' ? [route.permission] : route.permission;
+  if (admitting.some((p) => principal.permissions.includes(p))) return;
+  const first = admitting[0] as Permission;
+  const text = admitting.length === 1 ? `the '${first}' permission` : `one of the permissions ${admitting.map((p) => `'${p}'`).join(', ')}`;
+  throw new ForbiddenError(`This route needs ${text}.`, 'forbidden', first);
+}
+
+async function spendLimitClasses(deps: PipelineDeps, limits: LimitClass[], principal: Principal, device?: DeviceSummary): Promise<Spent | undefined> {
   const ctx = {
     partnerId: principal.partner_id,
     deviceCommandsPerMin: principal.limits.device_commands_per_min,
     ...(device ? { deviceId: device.device_id } : {}),
   };
-  const windows = (route.limits ?? []).flatMap((cls) => windowsFor(cls, ctx, deps.limitSettings));
+  const windows = limits.flatMap((cls) => windowsFor(cls, ctx, deps.limitSettings));
   const result = await dependency(deps.limiter.hit(windows));
   if (!result.allowed) {
     throw new RateLimitedError('A limit for this operation was reached; honor Retry-After.', result.refusedBy?.retryAfterSeconds ?? 1);

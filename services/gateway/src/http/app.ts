@@ -30,7 +30,12 @@ export function createApp(deps: PipelineDeps, options: AppOptions): express.Expr
   app.use(headerRules);
   // Bodies are read raw (never decoded: headerRules refused every Content-Encoding but identity)
   // so idempotency can fingerprint them and parse errors follow the permission check.
-  app.use(express.raw({ type: () => true, limit: BODY_LIMIT, inflate: false }));
+  // A route that streams its body (platform file upload) is read by its owner, never here.
+  const streamsBody = (req: http.IncomingMessage): boolean => {
+    const found = deps.matcher.match(req.method ?? '', new URL(req.url ?? '/', 'http://gateway').pathname);
+    return found.kind === 'found' && 'upload' in found.match.route.target;
+  };
+  app.use(express.raw({ type: (req) => !streamsBody(req), limit: BODY_LIMIT, inflate: false }));
   app.use(asyncRoute(apiPipeline(deps)));
   app.use(errorHandler(deps.logger));
   return app;

@@ -170,6 +170,14 @@ function pathParamNames(path: string): string[] {
   return [...path.matchAll(/\{([^}]+)\}/g)].map((m) => m[1] ?? '');
 }
 
+const permissionsOf = (route: RouteDef): string[] => (route.permission === null ? [] : typeof route.permission === 'string' ? [route.permission] : [...route.permission]);
+
+/** "the `a` permission", or "one of the permissions `a`, `b`". */
+function permissionText(route: RouteDef): string {
+  const all = permissionsOf(route).map((p) => `\`${p}\``);
+  return all.length === 1 ? `the ${all[0]} permission` : `one of the permissions ${joinWords(all, 'or')}`;
+}
+
 function orderedLimits(limits: readonly LimitClass[] | undefined): LimitClass[] {
   const set = new Set(limits ?? []);
   return LIMIT_CLASSES.filter((cls) => set.has(cls));
@@ -207,7 +215,7 @@ export function deriveErrors(route: RouteDef): ErrorSpec[] {
   if (isV1(route.path)) add(401, 'unauthorized', 'The API key is missing, malformed, unknown, revoked or disabled.');
 
   if (route.permission !== null) {
-    add(403, 'forbidden', `The key lacks the \`${route.permission}\` permission (the body names it in \`required_permission\`), or the request targets a channel, command or setting not permitted.`);
+    add(403, 'forbidden', `The key lacks ${permissionText(route)} (the body names it in \`required_permission\`), or the request targets a channel, command or setting not permitted.`);
   }
 
   if (route.device) {
@@ -218,6 +226,7 @@ export function deriveErrors(route: RouteDef): ErrorSpec[] {
   if (route.idempotent) add(409, 'idempotency_in_progress', 'A request with the same `Idempotency-Key` is still running; retry after `Retry-After` seconds.');
   if (route.body) add(413, 'payload_too_large', 'The body is larger than the gateway accepts.');
   if (route.body) add(415, 'unsupported_media_type', 'A body was sent with a media type other than `application/json`.');
+  if ('upload' in route.target) add(415, 'unsupported_media_type', 'The body is not `multipart/form-data`.');
   if (route.idempotent) add(422, 'idempotency_key_reused', 'The `Idempotency-Key` was already used with a different request.');
 
   add(429, 'rate_limited', `A rate limit was reached. This route spends from ${limitText(route)}. Wait \`Retry-After\` seconds.`);
@@ -225,7 +234,7 @@ export function deriveErrors(route: RouteDef): ErrorSpec[] {
   add(
     503,
     'service_unavailable',
-    'subject' in route.target
+    !('local' in route.target)
       ? 'The service that owns this route is down, slow or failing; retry after `Retry-After` seconds.'
       : 'The service is temporarily unavailable; retry after `Retry-After` seconds.',
   );
@@ -250,7 +259,7 @@ function errorResponse(route: RouteDef, status: number, errors: ErrorSpec[]): Re
   for (const e of errors) {
     const key = e.code.replace(/[^A-Za-z0-9._-]/g, '_') || 'error';
     const value: Record<string, unknown> = { error: e.when, code: e.code, request_id: EXAMPLE_REQUEST_ID };
-    if (status === 403 && e.code === 'forbidden' && route.permission !== null) value.required_permission = route.permission;
+    if (status === 403 && e.code === 'forbidden' && route.permission !== null) value.required_permission = permissionsOf(route)[0];
     examples[key] = { summary: e.code, value };
   }
 
@@ -279,8 +288,9 @@ function operationDescription(route: RouteDef): string {
   parts.push(
     route.permission === null
       ? '**Permission:** none; any authenticated partner may call it.'
-      : `**Permission:** \`${route.permission}\`. Without it the answer is 403 \`forbidden\` with \`required_permission\`.`,
+      : `**Permission:** ${permissionText(route)}. Without it the answer is 403 \`forbidden\` with \`required_permission\`.`,
   );
+  if (route.tierOf) parts.push('**Tier:** which of these permissions the request needs depends on what it asks (see the description); the destructive tier also spends from the per-hour destructive ceiling.');
   if (route.device) {
     const product = route.device.product;
     parts.push(`**Device:** \`{device_id}\` must name a device in your scope${product ? ` whose product is \`${product}\`` : ''}; otherwise 404 \`not_found\`.`);
@@ -342,7 +352,7 @@ function buildOperation(route: RouteDef): Record<string, unknown> {
     op['x-sunset'] = route.deprecated.sunset;
     op['x-deprecation-link'] = route.deprecated.link;
   }
-  op['x-required-permission'] = route.permission;
+  op['x-required-permission'] = route.permission === null || typeof route.permission === 'string' ? route.permission : [...route.permission];
   const limits = orderedLimits(route.limits);
   if (limits.length > 0) op['x-limit-classes'] = limits;
   if (parameters.length > 0) op.parameters = parameters;
@@ -351,6 +361,18 @@ function buildOperation(route: RouteDef): Record<string, unknown> {
       required: route.bodyOptional !== true,
       description: route.bodyOptional ? 'A JSON object; may be omitted entirely.' : 'A JSON object, sent as `Content-Type: application/json`.',
       content: { 'application/json': { schema: structuredClone(route.body) } },
+    };
+  }
+  if ('upload' in route.target) {
+    op.requestBody = {
+      required: true,
+      description: 'A `multipart/form-data` body: the field `dir`, then the part `file` (its filename is the stored name).',
+      content: {
+        'multipart/form-data': {
+          schema: { type: 'object', required: ['dir', 'file'], properties: { dir: { type: 'string', enum: ['files', 'firmware'] }, file: { type: 'string', format: 'binary' } } },
+          encoding: { file: { contentType: 'application/octet-stream' } },
+        },
+      },
     };
   }
   op.responses = responses;

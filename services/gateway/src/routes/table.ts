@@ -2,6 +2,7 @@ import { configRoutes } from './config';
 import { deviceRoutes } from './devices';
 import { meterRoutes } from './meter';
 import { lightRoutes } from './lights';
+import { systemRoutes } from './system';
 import { accountSchema } from './schemas';
 import type { RouteDef } from './types';
 
@@ -24,4 +25,5 @@ export const routes: RouteDef[] = [
   ...configRoutes,
   ...meterRoutes,
   ...lightRoutes,
+  ...systemRoutes,
 ];

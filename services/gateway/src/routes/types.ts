@@ -9,8 +9,22 @@ export type JsonSchema = Record<string, unknown>;
 /** Handlers the gateway answers itself (it owns partners); everything else goes over the bus. */
 export type LocalHandlerName = 'account';
 
-/** A subject from proto-schemas/subjects.json: a misspelt one, or one no service owns, fails the type check. */
-export type RouteTarget = { local: LocalHandlerName } | { subject: RequestSubject };
+/**
+ * A subject from proto-schemas/subjects.json: a misspelt one, or one no service owns, fails the
+ * type check. `upload`: a multipart body streamed, never buffered, to the URL the subject answers
+ * (`{url, max_bytes}`), whose answer is relayed.
+ */
+export type RouteTarget = { local: LocalHandlerName } | { subject: RequestSubject } | { upload: UploadSubject };
+
+/** Subjects that answer where an upload's body goes (`{url, max_bytes}`). */
+export type UploadSubject = Extract<RequestSubject, 'system.upload.open'>;
+
+/**
+ * The permission a request needs when it depends on what is asked (a system verb, a settings
+ * key), and whether it spends from the destructive ceiling; undefined leaves the decision to the
+ * owning service (an unknown verb is its 400). Checked after validation.
+ */
+export type TierOf = (request: { params: Record<string, string>; body: unknown }) => { permission: Permission; destructive: boolean } | undefined;
 
 export interface ResponseSpec {
   description: string;
@@ -38,8 +52,13 @@ export interface RouteDef {
   tag: string;
   summary: string;
   description?: string;
-  /** The permission checked before anything else; null when any authenticated partner may call it. */
-  permission: Permission | null;
+  /**
+   * The permission checked before anything else; null when any authenticated partner may call
+   * it; a list when any one of them admits the request (the 403 names the first), with `tierOf`
+   * deciding which one this request needs.
+   */
+  permission: Permission | readonly Permission[] | null;
+  tierOf?: TierOf;
   target: RouteTarget;
   /** The route names a device in `{device_id}`: the registry resolves it within the partner's scope. */
   device?: { product?: 'light' | 'meter' };
