@@ -90,7 +90,7 @@ ENV NODE_ENV=production \
 WORKDIR /app
 COPY --from=build /out/ ./
 
-# Writable place for services that keep files (system-files: FILES_DIR=/var/lib/fleet/files,
+# Writable place for services that keep files (system-files: FILE_STORAGE_DIR=/var/lib/fleet/files,
 # mounted as a volume in compose and Kubernetes). Empty and unused by the other services.
 RUN mkdir -p /var/lib/fleet/files && chown -R node:node /var/lib/fleet
 

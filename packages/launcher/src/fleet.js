@@ -5,6 +5,7 @@
 // of the fleet keeps running), and stops them all together. Used by `npm start`, the
 // end-to-end tests and the benchmarks.
 const { spawn } = require('node:child_process');
+const crypto = require('node:crypto');
 const fs = require('node:fs');
 const path = require('node:path');
 const { freePort } = require('./ports');
@@ -56,6 +57,20 @@ async function readyzOk(port) {
   } catch {
     return false;
   }
+}
+
+/**
+ * A secret the run keeps in its data directory (mode 0600), made on first use: the signing key
+ * of system-files' download URLs and upload tickets, shared by its replicas and kept across
+ * restarts so URLs handed to devices stay valid.
+ */
+function loadOrCreateSecret(dataDir, name) {
+  fs.mkdirSync(dataDir, { recursive: true });
+  const file = path.join(dataDir, name);
+  if (fs.existsSync(file)) return fs.readFileSync(file, 'utf8').trim();
+  const secret = crypto.randomBytes(32).toString('base64url');
+  fs.writeFileSync(file, `${secret}\n`, { mode: 0o600 });
+  return secret;
 }
 
 function seconds(ms) {
@@ -456,6 +471,14 @@ async function startFleet(options = {}) {
               ? { DATABASE_URL: env[`${name.toUpperCase().replace(/-/g, '_')}_DATABASE_URL`] ?? databaseUrl(pgBase, `${prefix}${name.replace(/-/g, '_')}`) }
               : {}),
             ...(name === 'gateway' ? { GATEWAY_PORT: String(gatewayPort) } : {}),
+            // Platform files live in the run's own directory; each replica's file server takes a free port.
+            ...(name === 'system-files'
+              ? {
+                  FILES_HTTP_PORT: env.FILES_HTTP_PORT ?? '0',
+                  FILE_STORAGE_DIR: env.FILE_STORAGE_DIR ?? path.join(dataDir, 'files'),
+                  FILES_URL_SECRET: env.FILES_URL_SECRET ?? loadOrCreateSecret(dataDir, 'files-url-secret'),
+                }
+              : {}),
           },
           child: null,
           state: 'starting',
