@@ -1,6 +1,9 @@
 /** The shared fleet's alert evaluation period (config-alerting's EVALUATION_PERIOD_MS). */
 export const ALERT_PERIOD_MS = 1500;
 
+/** How long a file push waits for the device's acknowledgement in the shared fleet (system-files' TRANSFER_ACK_TIMEOUT_SECONDS). */
+export const TRANSFER_ACK_TIMEOUT_S = 6;
+
 /** What the global setup started, handed to the test files through the environment. */
 export interface E2eFleet {
   gatewayUrl: string;
@@ -13,6 +16,8 @@ export interface E2eFleet {
   natsUrl: string;
   databasePrefix: string;
   redisPrefix: string;
+  /** The run's data directory (platform files under files/). */
+  dataDir: string;
   /** name -> pid of each running service */
   pids: Record<string, number>;
 }
