@@ -6,6 +6,7 @@
 //   npm run bench -- --list            what there is
 //   options: --connections 32 --duration 10 --warmup 2 --rounds 1 --profile (CPU profile of the services)
 //            --devices 2000 --messages 50 (bridge: devices connected at once, messages each per run)
+//            --uploads 6 (upload: measured uploads per run)
 //
 // Exit code: 0 all targets met; 1 a target missed; 2 a benchmark failed or its numbers are not valid.
 const { execFileSync } = require('node:child_process');
@@ -27,10 +28,13 @@ BENCHES.meter = require('./benches/meter');
 // `alerting`: sensor readings through broker, bridge and config-alerting; one evaluation cycle over 50,000 sensors.
 BENCHES.alerting = require('./benches/alerting');
 
+// `upload`: a 32 MB platform file through the gateway to system-files (--uploads); MB/s and the gateway's RSS growth.
+BENCHES.upload = require('./benches/upload');
+
 const RESULTS_DIR = path.join(__dirname, 'results');
 
 function usage() {
-  return `usage: node bench/run.js [name ...] [--connections N] [--duration S] [--warmup S] [--rounds N] [--devices N] [--messages M] [--profile] [--list]\nbenches:\n${Object.values(BENCHES)
+  return `usage: node bench/run.js [name ...] [--connections N] [--duration S] [--warmup S] [--rounds N] [--devices N] [--messages M] [--uploads N] [--profile] [--list]\nbenches:\n${Object.values(BENCHES)
     .map((b) => `  ${b.name.padEnd(12)} ${b.description}`)
     .join('\n')}\n`;
 }
@@ -61,6 +65,7 @@ async function main() {
       rounds: { type: 'string', default: '1' },
       devices: { type: 'string', default: '2000' },
       messages: { type: 'string', default: '50' },
+      uploads: { type: 'string', default: '6' },
       profile: { type: 'boolean', default: false },
       list: { type: 'boolean', default: false },
       help: { type: 'boolean', short: 'h', default: false },
@@ -118,6 +123,7 @@ async function main() {
       rounds: Math.max(1, Math.floor(number('rounds'))),
       devices: Math.floor(number('devices')),
       messages: Math.floor(number('messages')),
+      uploads: Math.floor(number('uploads')),
       profileDir,
       log: (msg) => process.stdout.write(`   ${msg}\n`),
       onCleanup: (fn) => cleanups.push(fn),

@@ -30,6 +30,13 @@ function cpuTimeMs(pid) {
   return ((Number(fields[11]) + Number(fields[12])) * 1000) / CLOCK_TICKS_PER_S;
 }
 
+/** The same split into user and system (kernel) time, in ms: { user, system }. */
+function cpuTimesMs(pid) {
+  const stat = fs.readFileSync(`/proc/${pid}/stat`, 'utf8');
+  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+  return { user: (Number(fields[11]) * 1000) / CLOCK_TICKS_PER_S, system: (Number(fields[12]) * 1000) / CLOCK_TICKS_PER_S };
+}
+
 /** Busy CPU time of the whole machine so far (all cores, everything but idle and iowait), in ms, from /proc/stat. */
 function machineBusyMs() {
   const [, ...ticks] = fs.readFileSync('/proc/stat', 'utf8').split('\n', 1)[0].trim().split(/\s+/);
@@ -44,44 +51,46 @@ function ownCpuTimeMs() {
 }
 
 /**
- * Starts bench/bare-express.js serving `body` at GET /v1/account. Resolves with
- * { url, pid, stop }. The child gets the same Node and no NODE_OPTIONS but `nodeOptions`.
+ * Starts a baseline server (`script` under bench/, which reports `{ port }` over IPC once it
+ * listens) as a child process; resolves with { url, pid, stop }. The child gets the same Node,
+ * `env` added to this process's environment, and no NODE_OPTIONS but `nodeOptions`.
  */
-function startBareExpress(body, { logFile, nodeOptions } = {}) {
-  const env = { ...process.env, BENCH_BODY: JSON.stringify(body) };
+function startBaseline(script, { label = script, env: extra = {}, logFile, nodeOptions } = {}) {
+  const env = { ...process.env, ...extra };
   delete env.NODE_OPTIONS;
   if (nodeOptions) env.NODE_OPTIONS = nodeOptions;
   const out = logFile ? fs.openSync(logFile, 'a') : 'ignore';
-  const child = fork(path.join(__dirname, '..', 'bare-express.js'), [], { env, stdio: ['ignore', out, out, 'ipc'] });
+  const child = fork(path.join(__dirname, '..', script), [], { env, stdio: ['ignore', out, out, 'ipc'] });
   if (typeof out === 'number') fs.closeSync(out);
+  const stop = () =>
+    new Promise((done) => {
+      if (child.exitCode !== null || child.signalCode !== null) return done();
+      const kill = setTimeout(() => child.kill('SIGKILL'), 5_000);
+      child.once('exit', () => {
+        clearTimeout(kill);
+        done();
+      });
+      child.kill('SIGTERM');
+    });
   return new Promise((resolve, reject) => {
     const timer = setTimeout(() => {
       child.kill('SIGKILL');
-      reject(new Error('bare express baseline did not start within 10 s'));
+      reject(new Error(`${label} did not start within 10 s`));
     }, 10_000);
     child.once('exit', (code, signal) => {
       clearTimeout(timer);
-      reject(new Error(`bare express baseline exited early (code ${code}, signal ${signal})`));
+      reject(new Error(`${label} exited early (code ${code}, signal ${signal})${logFile ? `; see ${logFile}` : ''}`));
     });
     child.once('message', ({ port }) => {
       clearTimeout(timer);
       child.removeAllListeners('exit');
-      resolve({
-        url: `http://127.0.0.1:${port}`,
-        pid: child.pid,
-        stop: () =>
-          new Promise((done) => {
-            if (child.exitCode !== null || child.signalCode !== null) return done();
-            const kill = setTimeout(() => child.kill('SIGKILL'), 5_000);
-            child.once('exit', () => {
-              clearTimeout(kill);
-              done();
-            });
-            child.kill('SIGTERM');
-          }),
-      });
+      resolve({ url: `http://127.0.0.1:${port}`, pid: child.pid, stop });
     });
   });
 }
 
-module.exports = { memoryOf, cpuTimeMs, ownCpuTimeMs, machineBusyMs, startBareExpress };
+/** The bare express baseline (bench/bare-express.js) answering every GET with `body`. */
+const startBareExpress = (body, { logFile, nodeOptions } = {}) =>
+  startBaseline('bare-express.js', { label: 'bare express baseline', env: { BENCH_BODY: JSON.stringify(body) }, logFile, nodeOptions });
+
+module.exports = { memoryOf, cpuTimeMs, cpuTimesMs, ownCpuTimeMs, machineBusyMs, startBaseline, startBareExpress };
