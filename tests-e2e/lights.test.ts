@@ -57,7 +57,6 @@ beforeAll(async () => {
     '--device-commands-per-min',
     '1000',
   ]);
-  await commandAdmin('grant', '--partner', operator.id, '--all');
 }, 60_000);
 
 afterAll(async () => {
@@ -101,7 +100,7 @@ describe('predefined effects reach the light as their wire payload', () => {
     expect(res.body).toEqual({ channel, command: body.command, payload: wire });
   });
 
-  test('without raw_commands the answer carries no payload; out of range is 400 naming the field, nothing sent', async () => {
+  test('without raw_commands the answer carries no payload; out of narrowed bounds is 400 naming the field, a withdrawn command 403; nothing sent', async () => {
     const light = lights[0] ?? (await connectedLight());
     const p = await partnerWithKey(['--permissions', 'predefined_commands', '--access-all-devices']);
     await commandAdmin('grant', '--partner', p.id, '--command', 'pulse', '--bound', 'period_s=0.5:2');
@@ -116,10 +115,11 @@ describe('predefined effects reach the light as their wire payload', () => {
     expect(tooFast.status).toBe(400);
     expect(tooFast.body).toMatchObject({ code: 'validation_error' });
     expect(String(tooFast.body.error)).toContain('params.period_s');
-    const notGranted = await api('POST', `/v1/devices/${light.deviceId}/channels/light1/effects`, { key: p.key, body: { command: 'chase' } });
-    expect(notGranted.status).toBe(403);
-    expect(notGranted.body).toMatchObject({ code: 'forbidden' });
-    expect(notGranted.body.required_permission).toBeUndefined();
+    await commandAdmin('revoke', '--partner', p.id, '--command', 'chase');
+    const withdrawn = await api('POST', `/v1/devices/${light.deviceId}/channels/light1/effects`, { key: p.key, body: { command: 'chase' } });
+    expect(withdrawn.status).toBe(403);
+    expect(withdrawn.body).toMatchObject({ code: 'forbidden' });
+    expect(withdrawn.body.required_permission).toBeUndefined();
     await new Promise((r) => setTimeout(r, 300));
     expect(light.received.length).toBe(before);
   });
@@ -188,7 +188,6 @@ describe('statuses, codes and permissions of the command routes', () => {
   test('channel access: 403 that no permission lifts', async () => {
     const light = lights[0] ?? (await connectedLight());
     const p = await partnerWithKey(['--permissions', 'raw_commands,predefined_commands,relaxed_caps', '--access-all-devices', '--channels', 'light1']);
-    await commandAdmin('grant', '--partner', p.id, '--all');
     for (const res of [
       await api('POST', `/v1/devices/${light.deviceId}/commands`, { key: p.key, body: { channel: 'sound', payload: 'stop' } }),
       await api('POST', `/v1/devices/${light.deviceId}/channels/contact/effects`, { key: p.key, body: { command: 'contact_on' } }),

@@ -1,6 +1,6 @@
 import { capViolation, encodePayload, parsePayload, type LightChannel } from '@fleet/light-wire';
 import { AdminError, parseBound } from '../src/admin/commands';
-import { buildCommand, CATALOG, checkNarrowing, CommandInputError, describeCommand, findCommand, type Bounds } from '../src/domain/catalog';
+import { availableCommands, buildCommand, CATALOG, checkNarrowing, CommandInputError, describeCommand, findCommand, type Bounds, type CommandOverride } from '../src/domain/catalog';
 import { checkRawCommand } from '../src/domain/raw';
 import { stateReportOf } from '../src/handlers/state-consumer';
 
@@ -95,6 +95,24 @@ describe('the predefined catalog', () => {
     ['contact_on', 'light2', {}, 'channel'],
   ] as const)('%s on %s %j is refused naming %s', (name, channel, params, field) => {
     expect(refusedField(name, channel, params)).toBe(field);
+  });
+
+  describe('what an account may use', () => {
+    test('with no override: the whole catalog with its own bounds', () => {
+      expect(availableCommands(new Map()).map((c) => [c.def.name, c.bounds])).toEqual(CATALOG.map((c) => [c.name, {}]));
+    });
+
+    test('withdrawn commands are left out, narrowed ones carry their bounds, overrides of names not in the catalog are ignored', () => {
+      const overrides = new Map<string, CommandOverride>([
+        ['pulse', { withdrawn: true, bounds: {} }],
+        ['chase', { withdrawn: false, bounds: { width: { min: 2, max: 4 } } }],
+        ['sparkle', { withdrawn: false, bounds: {} }],
+      ]);
+      const available = availableCommands(overrides);
+      expect(available.map((c) => c.def.name)).toEqual(CATALOG.map((c) => c.name).filter((n) => n !== 'pulse'));
+      expect(available.find((c) => c.def.name === 'chase')?.bounds).toEqual({ width: { min: 2, max: 4 } });
+      expect(available.find((c) => c.def.name === 'solid')?.bounds).toEqual({});
+    });
   });
 
   describe('narrowed bounds', () => {

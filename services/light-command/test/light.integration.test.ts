@@ -172,34 +172,61 @@ describe('the automation writer', () => {
   });
 });
 
+type CatalogAnswer = { commands: Array<{ name: string; channels: string[]; parameters: Array<Record<string, unknown>> }> };
+const catalogOf = async (p: Principal) => body(await call('light.command.catalog', p), 200) as CatalogAnswer;
+const CATALOG_NAMES = [
+  'off',
+  'solid',
+  'pulse',
+  'chase',
+  'toggle',
+  'bluchase',
+  'pulse_then_solid',
+  'chase_then_solid',
+  'toggle_then_solid',
+  'sound_play',
+  'sound_stop',
+  'contact_on',
+  'contact_pulse',
+];
+
 describe('the catalog and effects', () => {
-  test('a partner has no predefined command until staff grant it', async () => {
+  test('a partner holding predefined_commands has the whole catalog with its bounds, and runs any effect, with no staff step', async () => {
     const p = principal({ permissions: ['predefined_commands'] });
-    expect(body(await call('light.command.catalog', p), 200)).toEqual({ commands: [] });
-    const err = expectError(
-      await call('light.effect.apply', p, { device: light(), params: { channel: 'light1' }, body: { command: 'pulse' } }),
-      403,
-      'forbidden',
-    );
-    expect(err.required_permission).toBeUndefined();
-    expect(bridge.published).toEqual([]);
+    const { commands } = await catalogOf(p);
+    expect(commands.map((c) => c.name)).toEqual(CATALOG_NAMES);
+    const pulse = commands.find((c) => c.name === 'pulse');
+    expect(pulse?.channels).toEqual(['light1', 'light2', 'light3']);
+    expect(pulse?.parameters.find((x) => x.name === 'period_s')).toMatchObject({ min: 0.1, max: 9.999, default: 1, step: 0.001 });
+    expect(commands.find((c) => c.name === 'sound_play')?.parameters.find((x) => x.name === 'volume')).toMatchObject({ min: 0, max: 100, default: 50 });
+    const device = light();
+    for (const [channel, command, params, payload] of [
+      ['light1', 'pulse', { period_s: 9.999 }, 'pulse:0000FF,9999'],
+      ['light3', 'bluchase', { brightness_pct: 99 }, 'bluchase:1000,99@5000/60000'],
+      ['sound', 'sound_play', { volume: 100, count: 100 }, 'play:chime.mp3,100,100'],
+      ['contact', 'contact_pulse', { pulse_s: 10 }, 'pulse:10000'],
+    ] as const) {
+      expect(body(await call('light.effect.apply', p, { device, params: { channel }, body: { command, params } }), 202)).toEqual({ channel, command });
+      expect(bridge.published.at(-1)).toEqual({ topic: `${TOPIC_ROOT}/${device.device_id}/cmd/${channel}`, payload, qos: 1, retain: false });
+    }
   });
 
-  test('GET /v1/commands shows granted commands with the account’s effective bounds and channels', async () => {
+  test('GET /v1/commands shows the account’s effective bounds and channels', async () => {
     const p = principal({ permissions: ['predefined_commands'], allowed_channels: ['light1', 'light2', 'sound'] });
     await admin(`command grant --partner ${p.partner_id} --command pulse --bound period_s=0.5:2:1.5 --bound duration_s=1:30`);
-    await admin(`command grant --partner ${p.partner_id} --command sound_play`);
-    const { commands } = body(await call('light.command.catalog', p), 200) as { commands: Array<{ name: string; channels: string[]; parameters: Array<Record<string, unknown>> }> };
-    expect(commands.map((c) => c.name)).toEqual(['pulse', 'sound_play']);
-    const [pulse, sound] = commands as [(typeof commands)[number], (typeof commands)[number]];
-    expect(pulse.channels).toEqual(['light1', 'light2']);
-    expect(pulse.parameters.find((x) => x.name === 'period_s')).toMatchObject({ min: 0.5, max: 2, default: 1.5 });
-    expect(pulse.parameters.find((x) => x.name === 'duration_s')).toMatchObject({ min: 1, max: 30, default: 5 });
-    expect(sound.channels).toEqual(['sound']);
-    expect(sound.parameters.find((x) => x.name === 'volume')).toMatchObject({ min: 0, max: 100, default: 50 });
+    const { commands } = await catalogOf(p);
+    expect(commands.map((c) => c.name)).toEqual(CATALOG_NAMES);
+    const pulse = commands.find((c) => c.name === 'pulse');
+    const sound = commands.find((c) => c.name === 'sound_play');
+    expect(pulse?.channels).toEqual(['light1', 'light2']);
+    expect(pulse?.parameters.find((x) => x.name === 'period_s')).toMatchObject({ min: 0.5, max: 2, default: 1.5 });
+    expect(pulse?.parameters.find((x) => x.name === 'duration_s')).toMatchObject({ min: 1, max: 30, default: 5 });
+    expect(commands.find((c) => c.name === 'chase')?.parameters.find((x) => x.name === 'period_s')).toMatchObject({ min: 0.1, max: 9.999, default: 0.5 });
+    expect(sound?.channels).toEqual(['sound']);
+    expect(commands.find((c) => c.name === 'contact_on')?.channels).toEqual([]);
   });
 
-  test('an effect runs within the bounds; out of range is 400 naming the field, never clamped', async () => {
+  test('an effect runs within narrowed bounds; out of range is 400 naming the field, never clamped', async () => {
     const p = principal({ permissions: ['predefined_commands'] });
     await admin(`command grant --partner ${p.partner_id} --command pulse --bound period_s=0.5:2`);
     const device = light();
@@ -216,12 +243,16 @@ describe('the catalog and effects', () => {
       const err = expectError(await call('light.effect.apply', p, { device, params: { channel: 'light1' }, body: { command: 'pulse', params } }), 400, 'validation_error');
       expect(err.message).toContain(field);
     }
-    expect(bridge.published).toHaveLength(1);
+    // Other commands keep the catalog's bounds.
+    expect(body(await call('light.effect.apply', p, { device, params: { channel: 'light1' }, body: { command: 'chase', params: { period_s: 0.1 } } }), 202)).toEqual({
+      channel: 'light1',
+      command: 'chase',
+    });
+    expect(bridge.published).toHaveLength(2);
   });
 
   test('on light2/light3 the effect is a repeating overlay; payload only with raw_commands', async () => {
     const p = principal({ permissions: ['predefined_commands', 'raw_commands'] });
-    await admin(`command grant --partner ${p.partner_id} --all`);
     const device = light();
     const reply = await call('light.effect.apply', p, {
       device,
@@ -236,7 +267,6 @@ describe('the catalog and effects', () => {
 
   test('channel access first (403 without required_permission), then the command (400 unknown, 400 wrong channel)', async () => {
     const p = principal({ permissions: ['predefined_commands'], allowed_channels: ['light1', 'sound'] });
-    await admin(`command grant --partner ${p.partner_id} --all`);
     const device = light();
     const refused = expectError(await call('light.effect.apply', p, { device, params: { channel: 'light2' }, body: { command: 'pulse' } }), 403, 'forbidden');
     expect(refused.required_permission).toBeUndefined();
@@ -251,14 +281,42 @@ describe('the catalog and effects', () => {
     expect(bridge.published.map((x) => x.payload)).toEqual(['play:chime.mp3,70,1']);
   });
 
-  test('a revoked command is refused again; publish failure is 503', async () => {
+  test('a withdrawn command leaves the list and is 403 without required_permission, before its parameters; granting or resetting gives it back', async () => {
     const p = principal({ permissions: ['predefined_commands'] });
-    await admin(`command grant --partner ${p.partner_id} --command off`);
+    const device = light();
+    expect(await admin(`command revoke --partner ${p.partner_id} --command pulse`)).toEqual({ partner_id: p.partner_id, withdrawn: ['pulse'] });
+    expect((await catalogOf(p)).commands.map((c) => c.name)).toEqual(CATALOG_NAMES.filter((n) => n !== 'pulse'));
+    for (const params of [{}, { period_s: 99 }]) {
+      const err = expectError(await call('light.effect.apply', p, { device, params: { channel: 'light1' }, body: { command: 'pulse', params } }), 403, 'forbidden');
+      expect(err.required_permission).toBeUndefined();
+    }
+    // Another partner keeps it.
+    expect(body(await call('light.effect.apply', principal({ permissions: ['predefined_commands'] }), { device, params: { channel: 'light1' }, body: { command: 'pulse' } }), 202)).toBeDefined();
+    expect(bridge.published).toHaveLength(1);
+
+    await admin(`command grant --partner ${p.partner_id} --command pulse`);
+    expect((await catalogOf(p)).commands.map((c) => c.name)).toEqual(CATALOG_NAMES);
+    await admin(`command revoke --partner ${p.partner_id} --command pulse`);
+    expect(await admin(`command reset --partner ${p.partner_id} --command pulse`)).toEqual({ partner_id: p.partner_id, restored: ['pulse'] });
+    expect(body(await call('light.effect.apply', p, { device, params: { channel: 'light1' }, body: { command: 'pulse' } }), 202)).toEqual({ channel: 'light1', command: 'pulse' });
+  });
+
+  test('revoke --all withdraws the whole catalog; grant --all and reset restore it', async () => {
+    const p = principal({ permissions: ['predefined_commands'] });
+    expect(await admin(`command revoke --partner ${p.partner_id} --all`)).toEqual({ partner_id: p.partner_id, withdrawn: CATALOG_NAMES });
+    expect(await catalogOf(p)).toEqual({ commands: [] });
+    expectError(await call('light.effect.apply', p, { device: light(), params: { channel: 'contact' }, body: { command: 'off' } }), 403, 'forbidden');
+    expect(await admin(`command grant --partner ${p.partner_id} --all`)).toEqual({ partner_id: p.partner_id, granted: CATALOG_NAMES });
+    expect((await catalogOf(p)).commands.map((c) => c.name)).toEqual(CATALOG_NAMES);
+    await admin(`command revoke --partner ${p.partner_id} --all`);
+    expect(await admin(`command reset --partner ${p.partner_id}`)).toEqual({ partner_id: p.partner_id, restored: [...CATALOG_NAMES].sort() });
+    expect((await catalogOf(p)).commands.map((c) => c.name)).toEqual(CATALOG_NAMES);
+  });
+
+  test('publish failure is 503', async () => {
+    const p = principal({ permissions: ['predefined_commands'] });
     bridge.mode = 'refuse';
     expectError(await call('light.effect.apply', p, { device: light(), params: { channel: 'contact' }, body: { command: 'off' } }), 503, 'publish_failed');
-    bridge.mode = 'ok';
-    expect(await admin(`command revoke --partner ${p.partner_id} --command off`)).toEqual({ partner_id: p.partner_id, revoked: 1 });
-    expectError(await call('light.effect.apply', p, { device: light(), params: { channel: 'contact' }, body: { command: 'off' } }), 403, 'forbidden');
   });
 });
 
@@ -354,21 +412,50 @@ describe('state', () => {
 });
 
 describe('admin commands', () => {
-  test('grant, list, revoke; bad input is refused', async () => {
+  type Listed = { commands: Array<{ name: string; narrowed: unknown; narrowed_at?: string; parameters: Array<Record<string, unknown>> }>; withdrawn: string[] };
+  const list = async (id: string) => (await admin(`command list --partner ${id}`)) as unknown as Listed;
+
+  test('list shows the catalog a partner has: everything, with what was narrowed and what was withdrawn', async () => {
     const id = crypto.randomUUID();
+    const fresh = await list(id);
+    expect(fresh.commands.map((c) => c.name)).toEqual(CATALOG_NAMES);
+    expect(fresh.commands.every((c) => JSON.stringify(c.narrowed) === '{}' && c.narrowed_at === undefined)).toBe(true);
+    expect(fresh.withdrawn).toEqual([]);
+
     expect(await admin(`command grant --partner ${id} --command toggle --bound duty_ratio=0.2:0.8`)).toEqual({
       partner_id: id,
       granted: ['toggle'],
       bounds: { duty_ratio: { min: 0.2, max: 0.8 } },
     });
-    const listed = (await admin(`command list --partner ${id}`)) as { commands: Array<{ name: string; narrowed: unknown; parameters: Array<Record<string, unknown>> }> };
-    expect(listed.commands.map((c) => c.name)).toEqual(['toggle']);
-    expect(listed.commands[0]?.parameters.find((p) => p.name === 'duty_ratio')).toMatchObject({ min: 0.2, max: 0.8, default: 0.5 });
-    // re-granting replaces the bounds
+    await admin(`command revoke --partner ${id} --command sound_play`);
+    const listed = await list(id);
+    expect(listed.commands.map((c) => c.name)).toEqual(CATALOG_NAMES.filter((n) => n !== 'sound_play'));
+    const toggle = listed.commands.find((c) => c.name === 'toggle');
+    expect(toggle?.narrowed).toEqual({ duty_ratio: { min: 0.2, max: 0.8 } });
+    expect(Date.parse(toggle?.narrowed_at ?? '')).toBeGreaterThan(Date.now() - 60_000);
+    expect(toggle?.parameters.find((p) => p.name === 'duty_ratio')).toMatchObject({ min: 0.2, max: 0.8, default: 0.5 });
+    expect(listed.withdrawn).toEqual(['sound_play']);
+
+    // Narrowing again replaces the bounds; granting without bounds gives back the catalog's.
+    await admin(`command grant --partner ${id} --command toggle --bound period_s=1:2`);
+    expect((await list(id)).commands.find((c) => c.name === 'toggle')?.narrowed).toEqual({ period_s: { min: 1, max: 2 } });
     await admin(`command grant --partner ${id} --command toggle`);
-    const again = (await admin(`command list --partner ${id}`)) as { commands: Array<{ narrowed: unknown }> };
-    expect(again.commands[0]?.narrowed).toEqual({});
-    expect(await admin(`command revoke --partner ${id} --all`)).toEqual({ partner_id: id, revoked: 1 });
+    expect((await list(id)).commands.find((c) => c.name === 'toggle')?.narrowed).toEqual({});
+    // Narrowing a withdrawn command gives it back, narrowed.
+    await admin(`command grant --partner ${id} --command sound_play --bound volume=10:40`);
+    const back = await list(id);
+    expect(back.withdrawn).toEqual([]);
+    expect(back.commands.find((c) => c.name === 'sound_play')?.parameters.find((p) => p.name === 'volume')).toMatchObject({ min: 10, max: 40, default: 10 });
+    expect(await admin(`command reset --partner ${id}`)).toEqual({ partner_id: id, restored: ['sound_play'] });
+    expect(await admin(`command reset --partner ${id} --command pulse`)).toEqual({ partner_id: id, restored: [] });
+  });
+
+  test('bounds wider than the catalog, and other bad input, are refused with a reason', async () => {
+    const id = crypto.randomUUID();
+    await expect(admin(`command grant --partner ${id} --command pulse --bound period_s=0.05:2`)).rejects.toThrow(
+      "'--bound period_s=0.05:2': 'period_s' min must be from 0.1 to 9.999 s, got 0.05 (the catalog's bounds, which staff may only narrow)",
+    );
+    await expect(admin(`command grant --partner ${id} --command sound_play --bound volume=0:101`)).rejects.toThrow(/'volume' max must be from 0 to 100 %, got 101 \(the catalog's bounds/);
     for (const bad of [
       `command grant --partner nobody --command pulse`,
       `command grant --partner ${id} --command sparkle`,
@@ -376,10 +463,17 @@ describe('admin commands', () => {
       `command grant --partner ${id} --all --bound period_s=1:2`,
       `command grant --partner ${id} --command pulse --bound period_s=0:2`,
       `command grant --partner ${id} --command pulse --frobnicate 1`,
+      `command revoke --partner ${id}`,
+      `command revoke --partner ${id} --command sparkle`,
+      `command reset --partner ${id} --command sparkle`,
+      `command reset --partner ${id} --all`,
+      `command reset`,
       `command drop --partner ${id}`,
     ]) {
       await expect(admin(bad)).rejects.toThrow(AdminError);
     }
-    expect(((await admin('command catalog')) as { commands: unknown[] }).commands.length).toBeGreaterThan(10);
+    // Nothing refused was stored.
+    expect((await list(id)).commands.every((c) => JSON.stringify(c.narrowed) === '{}')).toBe(true);
+    expect(((await admin('command catalog')) as { commands: unknown[] }).commands).toHaveLength(CATALOG_NAMES.length);
   });
 });

@@ -21,7 +21,7 @@ export const CHANGELOG: readonly ChangelogEntry[] = [
       'Idempotency: routes that accept `Idempotency-Key` replay the first 2xx response for 24 hours with `Idempotent-Replayed: true`.',
       'Account route `GET /v1/account`: partner name, key prefix, permissions, allowed channels and rate limits.',
       'Devices: list and read devices in scope, provision (`POST /v1/devices/{device_id}`, three credential sources) and remove them, device health, the organization tree, rename, organization moves and the light automation switch.',
-      'Light commands: the predefined command catalog (`GET /v1/commands`), raw commands, predefined effects per channel and the last reported state of each channel.',
+      'Light commands: the predefined command catalog (`GET /v1/commands`: the whole catalog for a key with `predefined_commands`, as staff may have narrowed it for the account), raw commands, predefined effects per channel and the last reported state of each channel.',
       'Meter data under `/v1/meter`: interval records by start time or by arrival, summaries, energy per hour or day in any IANA time zone, interval reports, live readings and energy counter resets.',
       'System interface: the verb registry and settings catalog (`GET /v1/system/commands`), system verbs (`POST /v1/devices/{device_id}/system/commands`) and settings writes (`PUT .../system/settings/{key}`) with their tiers and `confirm`, secret settings sealed for the device (`enc1:`), the cached settings, the response feed and the status feed (`GET .../system/status`).',
       'Platform files: multipart upload with an audio check for .mp3 (`POST /v1/system/files`), list (`GET /v1/system/files`) and delete (`DELETE /v1/system/files?dir=&name=`).',

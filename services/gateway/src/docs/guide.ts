@@ -70,6 +70,7 @@ export function renderGuide(baseUrl: string, links: GuideLinks): string {
 <li><a href="#rate-limits">Rate limits</a></li>
 <li><a href="#idempotency">Idempotency</a></li>
 <li><a href="#cursors">Cursors</a></li>
+<li><a href="#light-commands">Light commands and effects</a></li>
 <li><a href="#alerting">Temperature alerting</a></li>
 <li><a href="#files">System interface and file push</a></li>
 <li><a href="#versioning">Versioning</a></li>
@@ -220,6 +221,28 @@ ${row(['Live reading', 'At most one request per meter every 10 seconds, whoever 
 <section id="cursors">
 <h2>Cursors</h2>
 <p>Lists that page use cursors. Pass the answer's <code>next_cursor</code> back as the <code>cursor</code> query parameter; <code>has_more</code> says whether another page waits. Cursors are opaque and URL-safe: store and send them as they are, never build or edit one.</p>
+</section>
+
+<section id="light-commands">
+<h2>Light commands and effects</h2>
+<p>A light takes commands on each of its channels in two ways. A <em>raw command</em> (<code>POST /v1/devices/{device_id}/commands</code>, permission <code>raw_commands</code>) sends a wire payload as you write it. A <em>predefined effect</em> (<code>POST /v1/devices/{device_id}/channels/{channel}/effects</code>, permission <code>predefined_commands</code>) names a command of the standard catalog with its parameters, and the platform checks them and writes the payload for you.</p>
+<p>With <code>predefined_commands</code> your account has every command of the catalog, with the catalog's parameter bounds, as soon as it holds the permission. <code>GET /v1/commands</code> lists them: for each command, the channels it runs on that you may command, and for each numeric parameter your <code>min</code>, <code>max</code>, <code>default</code> and <code>step</code> (a value must be a whole multiple of it):</p>
+<pre><code>curl -sS "$BASE_URL/v1/commands" -H "Authorization: Bearer $API_KEY"</code></pre>
+<pre><code>{"commands": [
+  {"name": "pulse", "description": "A color pulsing once per period.", "channels": ["light1", "light2", "light3"],
+   "parameters": [
+     {"name": "color", "type": "color", "default": "0000FF", …},
+     {"name": "period_s", "type": "number", "unit": "s", "min": 0.1, "max": 9.999, "default": 1, "step": 0.001, …},
+     {"name": "duration_s", "type": "number", "unit": "s", "min": 0.1, "max": 600, "default": 5, "channels": ["light2", "light3"], …},
+     …]},
+  …]}</code></pre>
+<p>Send an effect with the parameters you want; omitted ones take your default. On <code>light2</code> and <code>light3</code> an effect is a repeating overlay: <code>duration_s</code> is how long each occurrence lasts, <code>interval_s</code> how often it repeats (0 plays it once, otherwise at least 10 s).</p>
+<pre><code>curl -sS -X POST "$BASE_URL/v1/devices/0A1B2C3D4E5F/channels/light2/effects" \\
+  -H "Authorization: Bearer $API_KEY" -H "Content-Type: application/json" \\
+  -H "Idempotency-Key: pulse-0A1B2C3D4E5F-0001" \\
+  -d '{"command": "pulse", "params": {"color": "FF0000", "period_s": 0.5, "duration_s": 10, "interval_s": 60}}'</code></pre>
+<p>The answer is <code>202</code> with <code>{"channel": "light2", "command": "pulse"}</code> once the command is handed to the broker (plus the wire <code>payload</code> when you also hold <code>raw_commands</code>). A parameter that is unknown, of the wrong type or outside your bounds is <code>400 validation_error</code> naming it (for example <code>params.period_s</code>); values are never clamped. A command that does not run on the channel is <code>400</code>; a channel your account may not command is <code>403 forbidden</code>.</p>
+<p><strong>Your account's bounds.</strong> Service staff can adjust the catalog for your account, command by command: narrow a parameter's range and default inside the catalog's (never wider), or withdraw a command altogether. A withdrawn command no longer appears in <code>GET /v1/commands</code>, and an effect naming it is <code>403 forbidden</code> without <code>required_permission</code>, since no permission lifts it. Changes apply from your next request, and <code>GET /v1/commands</code> always shows what applies to you now: read your bounds there rather than hard-coding them. Ask your contact to narrow, withdraw or restore a command.</p>
 </section>
 
 <section id="alerting">

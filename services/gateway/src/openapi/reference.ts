@@ -60,7 +60,7 @@ export const PERMISSION_GRANTS: Readonly<Record<Permission, string>> = {
   profile_manage: 'Create, update and delete your own alert profiles.',
   signal_manage: 'Create, update and delete your own alert signals.',
   raw_commands: 'Send raw light commands (`POST …/commands`).',
-  predefined_commands: 'List predefined commands (`GET /v1/commands`) and send effects (`POST …/effects`).',
+  predefined_commands: 'The whole predefined command catalog, except commands staff withdrew for your account: list it with your bounds (`GET /v1/commands`) and send effects (`POST …/effects`).',
   relaxed_caps: 'Raw commands may exceed availability caps.',
   automation_control: 'Suspend or resume light automation (`PUT …/automation`).',
   energy_read: 'Meter intervals, summary, energy and live reading.',

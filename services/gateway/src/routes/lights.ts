@@ -93,7 +93,7 @@ export const lightRoutes: RouteDef[] = [
     tag: 'Light commands',
     summary: 'The predefined commands your account may use, with effective parameter bounds',
     description:
-      'Each command your account was granted, the channels it runs on that you may command, and each parameter’s effective `min`, `max` and `default` (staff may narrow them per account). ' +
+      'Every command of the catalog unless staff withdrew it for your account, the channels it runs on that you may command, and each parameter’s effective `min`, `max` and `default` (staff may narrow them per account). ' +
       'Effects on light2 and light3 are wrapped as repeating overlays: their `duration_s` and `interval_s` parameters apply there only.',
     permission: 'predefined_commands',
     target: { subject: 'light.command.catalog' },
@@ -136,7 +136,7 @@ export const lightRoutes: RouteDef[] = [
     tag: 'Light commands',
     summary: 'Run a predefined command on one channel of a light',
     description:
-      'The command must be granted to your account (see GET /v1/commands); every parameter is checked against your account’s bounds and refused (400, naming the field) when out of range, never clamped; ' +
+      'The command must be listed for your account (see GET /v1/commands: the whole catalog unless staff withdrew a command); every parameter is checked against your account’s bounds and refused (400, naming the field) when out of range, never clamped; ' +
       'omitted parameters take their default. Availability caps always apply. On light2 and light3 the effect is wrapped as a repeating overlay from `duration_s` and `interval_s`. ' +
       'The answer carries the wire `payload` only when you also hold `raw_commands`.',
     permission: 'predefined_commands',
@@ -157,7 +157,7 @@ export const lightRoutes: RouteDef[] = [
     responses: { 202: { description: 'Handed to the broker', schema: commandResult } },
     errors: [
       { status: 400, code: 'validation_error', when: 'Unknown command, a channel the command does not run on, or a parameter that is unknown, mistyped or outside your bounds.' },
-      { status: 403, code: 'forbidden', when: 'Your account may not command this channel, or was not granted this command (no `required_permission`).' },
+      { status: 403, code: 'forbidden', when: 'Your account may not command this channel, or staff withdrew this command for your account (no `required_permission`).' },
       publishFailed,
     ],
   },

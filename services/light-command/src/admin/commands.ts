@@ -1,5 +1,5 @@
-import { checkNarrowing, CATALOG, COMMAND_NAMES, describeCommand, findCommand, type Bounds, type NarrowedBound } from '../domain/catalog';
-import { grantCommands, grantsOf, revokeCommands } from '../store/grants';
+import { availableCommands, checkNarrowing, CATALOG, COMMAND_NAMES, describeCommand, findCommand, type Bounds, type NarrowedBound } from '../domain/catalog';
+import { narrowCommand, overridesOf, resetCommands, withdrawCommands } from '../store/overrides';
 import type { LightDb } from '../store/prisma';
 
 /** A staff command failed in a way worth telling the operator (exit non-zero, message on stderr). */
@@ -7,7 +7,8 @@ export class AdminError extends Error {}
 
 const USAGE =
   'use: command grant --partner <id> (--command <name> [--bound <param>=<min>:<max>[:<default>]]... | --all), ' +
-  'command revoke --partner <id> (--command <name> | --all), command list --partner <id>, command catalog';
+  'command revoke --partner <id> (--command <name> | --all), command reset --partner <id> [--command <name>], ' +
+  'command list --partner <id>, command catalog';
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 const NUMBER = /^-?(0|[1-9][0-9]*)(\.[0-9]+)?$/;
@@ -72,8 +73,9 @@ export function parseBound(command: string, text: string): [string, NarrowedBoun
 }
 
 /**
- * `command grant`, `command revoke`, `command list`, `command catalog`: which predefined commands
- * a partner may use and the narrowed bounds of their parameters. Answers one JSON object.
+ * `command grant`, `command revoke`, `command reset`, `command list`, `command catalog`: staff's
+ * per-partner overrides of the predefined catalog, which a partner holding predefined_commands
+ * otherwise has whole with the catalog's bounds. Answers one JSON object.
  */
 export async function runAdminCommand(db: LightDb, argv: string[]): Promise<Record<string, unknown>> {
   const [entity, verb, ...rest] = argv;
@@ -90,28 +92,38 @@ export async function runAdminCommand(db: LightDb, argv: string[]): Promise<Reco
         if (bounds[param]) throw new AdminError(`'--bound ${param}=...' given more than once`);
         bounds[param] = bound;
       }
-      await grantCommands(db, partner, commands, bounds);
+      // Granting without bounds gives the command back with the catalog's bounds, as a partner
+      // without overrides has it; so `--all` restores every default.
+      if (Object.keys(bounds).length === 0) await resetCommands(db, partner, opts.all ? 'all' : commands);
+      else await narrowCommand(db, partner, commands[0] as string, bounds);
       return { partner_id: partner, granted: commands, ...(opts.all ? {} : { bounds }) };
     }
     case 'revoke': {
       const opts = parseOptions(rest, ['partner', 'command', 'all']);
       const partner = partnerOf(opts);
-      const commands = opts.all && !opts.single.has('command') ? 'all' : commandsOf(opts);
-      const revoked = await revokeCommands(db, partner, commands);
-      return { partner_id: partner, revoked };
+      const commands = commandsOf(opts);
+      await withdrawCommands(db, partner, commands);
+      return { partner_id: partner, withdrawn: commands };
+    }
+    case 'reset': {
+      const opts = parseOptions(rest, ['partner', 'command']);
+      const partner = partnerOf(opts);
+      const restored = await resetCommands(db, partner, opts.single.has('command') ? commandsOf(opts) : 'all');
+      return { partner_id: partner, restored };
     }
     case 'list': {
       const opts = parseOptions(rest, ['partner']);
       const partner = partnerOf(opts);
-      const grants = await grantsOf(db, partner);
+      const overrides = await overridesOf(db, partner);
+      // The gateway holds the partner's permissions and channels: this shows every channel.
       const everyChannel = ['light1', 'light2', 'light3', 'sound', 'contact'];
       return {
         partner_id: partner,
-        commands: CATALOG.filter((c) => grants.has(c.name)).map((c) => ({
-          ...describeCommand(c, everyChannel, grants.get(c.name)?.bounds ?? {}),
-          narrowed: grants.get(c.name)?.bounds ?? {},
-          granted_at: grants.get(c.name)?.grantedAt.toISOString(),
-        })),
+        commands: availableCommands(overrides).map(({ def, bounds }) => {
+          const override = overrides.get(def.name);
+          return { ...describeCommand(def, everyChannel, bounds), narrowed: bounds, ...(override ? { narrowed_at: override.setAt.toISOString() } : {}) };
+        }),
+        withdrawn: CATALOG.filter((c) => overrides.get(c.name)?.withdrawn).map((c) => c.name),
       };
     }
     case 'catalog': {

@@ -14,7 +14,8 @@ import {
 /**
  * The predefined command catalog: names, channels and parameters with their widest bounds
  * (inside the wire grammar and the availability caps, which always apply to predefined
- * effects). Staff grant commands per partner and may narrow numeric bounds.
+ * effects). A partner holding predefined_commands has every command with these bounds unless
+ * staff override a command for it: withdraw it, or narrow its numeric bounds.
  */
 
 export interface NumberParam {
@@ -273,7 +274,30 @@ export type Bounds = Record<string, NarrowedBound>;
 
 export const isMultipleOf = (value: number, step: number): boolean => Math.abs(value / step - Math.round(value / step)) < 1e-6;
 
-/** The effective numeric parameter for an account: the catalog's, narrowed by its grant. */
+/** Staff's override of one command for one partner; a command without one is available with the catalog's bounds. */
+export interface CommandOverride {
+  withdrawn: boolean;
+  bounds: Bounds;
+}
+
+export interface AvailableCommand {
+  def: CommandDef;
+  bounds: Bounds;
+}
+
+/**
+ * The commands an account may use, in catalog order: the whole catalog minus the commands
+ * withdrawn for it, each with its narrowed bounds. Overrides of names no longer in the catalog
+ * are ignored, and a command added to the catalog is available until staff withdraw it.
+ */
+export function availableCommands(overrides: ReadonlyMap<string, CommandOverride>): AvailableCommand[] {
+  return CATALOG.flatMap((def) => {
+    const override = overrides.get(def.name);
+    return override?.withdrawn ? [] : [{ def, bounds: override?.bounds ?? {} }];
+  });
+}
+
+/** The effective numeric parameter for an account: the catalog's, narrowed by its override. */
 export function effectiveParam(param: NumberParam, narrowed: NarrowedBound | undefined): NumberParam {
   if (!narrowed) return param;
   const def = narrowed.default ?? (param.default >= narrowed.min && param.default <= narrowed.max ? param.default : narrowed.min);
@@ -377,7 +401,7 @@ export function checkNarrowing(def: CommandDef, param: string, bound: NarrowedBo
   if (!(bound.min <= bound.max)) return `'${param}': min must not exceed max`;
   for (const [label, v] of [['min', bound.min], ['max', bound.max], ...(bound.default === undefined ? [] : [['default', bound.default]])] as Array<[string, number]>) {
     const problem = numberProblem(p, v);
-    if (problem) return `'${param}' ${label} ${problem} (the catalog's bounds)`;
+    if (problem) return `'${param}' ${label} ${problem} (the catalog's bounds, which staff may only narrow)`;
   }
   if (bound.default !== undefined && (bound.default < bound.min || bound.default > bound.max)) return `'${param}' default must lie within min and max`;
   return null;

@@ -3,9 +3,9 @@ import { encodePayload, isChannel, stateLabel, type LightChannel } from '@fleet/
 import { ForbiddenError, NotFoundError, ValidationError, type Bus, type Logger, type ServiceHandlers } from '@fleet/service-kit';
 import type { MessagePublisher } from '@fleet/bridge-client';
 import { commandTopic } from '@fleet/device-protocol';
-import { buildCommand, CATALOG, CommandInputError, describeCommand, findCommand } from '../domain/catalog';
+import { availableCommands, buildCommand, CommandInputError, describeCommand, findCommand } from '../domain/catalog';
 import { checkRawCommand } from '../domain/raw';
-import { grantOf, grantsOf } from '../store/grants';
+import { overrideOf, overridesOf } from '../store/overrides';
 import type { LightDb } from '../store/prisma';
 import { statesOf } from '../store/states';
 
@@ -52,8 +52,8 @@ export function lightHandlers(deps: LightDeps): ServiceHandlers<LightSubject> {
   return {
     async 'light.command.catalog'(req) {
       const principal = principalOf(req);
-      const grants = await grantsOf(deps.db, principal.partner_id);
-      const commands = CATALOG.filter((c) => grants.has(c.name)).map((c) => describeCommand(c, principal.allowed_channels, grants.get(c.name)?.bounds ?? {}));
+      const available = availableCommands(await overridesOf(deps.db, principal.partner_id));
+      const commands = available.map(({ def, bounds }) => describeCommand(def, principal.allowed_channels, bounds));
       return { status: 200, body: { commands } };
     },
 
@@ -84,13 +84,14 @@ export function lightHandlers(deps: LightDeps): ServiceHandlers<LightSubject> {
       if (typeof body.command !== 'string') throw new ValidationError("'command' must be a string.");
       const def = findCommand(body.command);
       if (!def) throw new ValidationError(`Unknown command '${body.command}'; GET /v1/commands lists the commands your account may use.`);
-      const grant = await grantOf(deps.db, principal.partner_id, def.name);
-      if (!grant) throw new ForbiddenError(`Your account may not use the command '${def.name}'.`);
+      // Every catalog command is the partner's unless staff withdrew it: a 403 no permission lifts.
+      const override = await overrideOf(deps.db, principal.partner_id, def.name);
+      if (override?.withdrawn) throw new ForbiddenError(`Your account may not use the command '${def.name}'.`);
       const params = body.params ?? {};
       if (params === null || typeof params !== 'object' || Array.isArray(params)) throw new ValidationError("'params' must be an object.");
       let payload: string;
       try {
-        payload = encodePayload(buildCommand(def, channel, params as Record<string, unknown>, grant.bounds));
+        payload = encodePayload(buildCommand(def, channel, params as Record<string, unknown>, override?.bounds ?? {}));
       } catch (err) {
         invalid(err);
       }
