@@ -464,7 +464,68 @@ const parserRequests: fc.Arbitrary<WireRequest> = fc
   )
   .map((make) => ({ route: 'HTTP parser', method: '', target: '', headers: [], raw: make() }));
 
+/**
+ * The body of a streamed upload route (multipart/form-data): a well-formed form sometimes (so
+ * the owner stores a file or finds a clash), mostly one with a part missing, a bad `dir` or
+ * name, a boundary that does not match, a cut end or bytes that are no form at all.
+ */
+function multipartBody(): fc.Arbitrary<{ body: Buffer; contentType: string }> {
+  const boundary = fc.stringMatching(/^[A-Za-z0-9'()+_,.-]{1,40}$/);
+  const dir = fc.oneof({ arbitrary: fc.constant('files'), weight: 6 }, { arbitrary: fc.constantFrom('firmware', '', 'etc', '../files', 'FILES', 'files\u0000'), weight: 3 });
+  const name = fc.oneof(
+    { arbitrary: fc.stringMatching(/^[a-z0-9]{1,12}$/).map((n) => `fuzz-${n}.txt`), weight: 3 },
+    { arbitrary: fc.constantFrom('a.bin', 'x.mp3', 'notes.json', '../../etc/passwd', '.hidden.txt', 'a b.txt', '', 'C:\\dir\\f.txt', 'a'.repeat(80) + '.txt', 'caf\u00e9.wav', 'x.exe'), weight: 2 },
+  );
+  const part = (b: string, fields: Array<[string, string]>, file: [string, Buffer] | undefined): Buffer =>
+    Buffer.concat([
+      ...fields.map(([k, v]) => Buffer.from(`--${b}\r\nContent-Disposition: form-data; name="${k}"\r\n\r\n${v}\r\n`)),
+      ...(file ? [Buffer.from(`--${b}\r\nContent-Disposition: form-data; name="file"; filename="${file[0]}"\r\nContent-Type: application/octet-stream\r\n\r\n`), file[1], Buffer.from('\r\n')] : []),
+      Buffer.from(`--${b}--\r\n`),
+    ]);
+  return fc
+    .tuple(boundary, dir, name, fc.uint8Array({ maxLength: 256 }).map((a) => Buffer.from(a)), fc.oneof({ arbitrary: fc.constant('whole'), weight: 4 }, { arbitrary: fc.constantFrom('no dir', 'no file', 'dir after', 'cut', 'other boundary', 'text file field', 'raw'), weight: 4 }))
+    .map(([b, d, n, data, shape]) => {
+      const contentType = `multipart/form-data; boundary=${b}`;
+      switch (shape) {
+        case 'no dir':
+          return { body: part(b, [], [n, data]), contentType };
+        case 'no file':
+          return { body: part(b, [['dir', d]], undefined), contentType };
+        case 'dir after':
+          return { body: Buffer.concat([part(b, [], [n, data]).subarray(0, -(b.length + 6)), part(b, [['dir', d]], undefined)]), contentType };
+        case 'cut': {
+          const whole = part(b, [['dir', d]], [n, data]);
+          return { body: whole.subarray(0, Math.max(1, whole.length - 10)), contentType };
+        }
+        case 'other boundary':
+          return { body: part(`${b}x`, [['dir', d]], [n, data]), contentType };
+        case 'text file field':
+          return { body: part(b, [['dir', d], ['file', data.toString('latin1')]], undefined), contentType };
+        case 'raw':
+          return { body: data, contentType };
+        default:
+          return { body: part(b, [['dir', d]], [n, data]), contentType };
+      }
+    });
+}
+
+/** A request to a streamed upload route: its multipart body, or another content type now and then. */
+function uploadRequestFor(route: RouteDef): fc.Arbitrary<WireRequest> {
+  return fc
+    .tuple(multipartBody(), headersFor(route, true), fc.constantFrom('multipart', 'multipart', 'multipart', 'multipart', 'json', 'none'))
+    .map(([{ body, contentType }, headers, kind]) => {
+      const others = headers.filter(([k]) => k.toLowerCase() !== 'content-type');
+      const type: Array<[string, string]> = kind === 'multipart' ? [['Content-Type', contentType]] : kind === 'json' ? [['Content-Type', 'application/json']] : [];
+      return { route: `${route.method} ${route.path}`, method: route.method, target: route.path, headers: [...others, ...type], body };
+    });
+}
+
 function requestFor(route: RouteDef): fc.Arbitrary<WireRequest> {
+  if ('upload' in route.target) return fc.oneof({ arbitrary: uploadRequestFor(route), weight: 4 }, { arbitrary: jsonRequestFor(route), weight: 1 });
+  return jsonRequestFor(route);
+}
+
+function jsonRequestFor(route: RouteDef): fc.Arbitrary<WireRequest> {
   const takesBody = route.body !== undefined;
   const otherMethods = (['GET', 'POST', 'PUT', 'PATCH', 'DELETE', 'HEAD', 'OPTIONS', 'TRACE'] as const).filter((m) => m !== route.method);
   const method = fc.oneof({ arbitrary: fc.constant(route.method as string), weight: 19 }, { arbitrary: fc.constantFrom<string>(...otherMethods), weight: 1 });
