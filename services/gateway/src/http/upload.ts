@@ -2,10 +2,9 @@ import http from 'node:http';
 import https from 'node:https';
 import type { Request, Response } from 'express';
 import type { Principal } from '@fleet/contracts';
-import { ApiError, chunkReclaimer, fromEnvelopeError, ServiceUnavailableError, type Logger } from '@fleet/service-kit';
+import { ApiError, chunkReclaimer, fromEnvelopeError, ServiceUnavailableError, type Bus, type Logger } from '@fleet/service-kit';
 import { routeId, type RouteDef } from '../routes/types';
 import { sendError } from './error-response';
-import type { PipelineDeps } from './api-pipeline';
 
 
 /** Multipart framing around the file part (boundaries, part headers, the dir field) a body may add to the file's size. */
@@ -26,7 +25,7 @@ const isMultipart = (contentType: string | undefined): boolean => /^multipart\/f
  * buffers), and the owner's answer is relayed. A body declared larger than the owner accepts is
  * 413 at once; one that turns out larger is cut by the owner, whose 413 is relayed at once too.
  */
-export async function relayUpload(deps: PipelineDeps, req: Request, res: Response, route: RouteDef, principal: Principal, requestId: string): Promise<void> {
+export async function relayUpload(deps: { bus: Bus; logger: Logger }, req: Request, res: Response, route: RouteDef, principal: Principal, requestId: string): Promise<void> {
   if (!('upload' in route.target)) throw new TypeError(`${routeId(route)} does not stream its body`);
   if (!isMultipart(req.get('Content-Type'))) {
     throw new ApiError(415, 'unsupported_media_type', 'Send the file as multipart/form-data (fields `dir`, then `file`).');

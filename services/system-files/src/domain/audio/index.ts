@@ -36,40 +36,12 @@ import { open } from 'node:fs/promises';
 import { ByteWindow, fileSource, type ByteSource } from './byte-source';
 import { formatName } from './frame-header';
 import { assess } from './rules';
+import type { AudioCheck } from './types';
 import { scanStream } from './stream';
 import { readTagLayout } from './tags';
 
-export interface AudioIssue {
-  code: string;
-  severity: 'error' | 'warn' | 'info';
-  message: string;
-}
+export type { AudioCheck, AudioIssue, AudioSummary } from './types';
 
-export interface AudioSummary {
-  text: string;
-  format: string | null;
-  sample_rate_hz: number | null;
-  channels: number | null;
-  channel_mode: 'stereo' | 'joint_stereo' | 'dual_channel' | 'mono' | null;
-  bitrate_kbps: number | null;
-  vbr: boolean;
-  duration_s: number;
-  size_bytes: number;
-  device_storage_pct: number;
-  tag_bytes: number;
-  cover_art: boolean;
-  header_frame: 'Xing' | 'Info' | 'VBRI' | null;
-}
-
-export interface AudioCheck {
-  playable: boolean;
-  ideal: boolean;
-  fixable: boolean;
-  summary: AudioSummary;
-  issues: AudioIssue[];
-}
-
-/** The check of an uploaded .mp3 (`name` as uploaded): the audio object, or why it holds no MPEG Layer III audio (400). */
 export type AudioVerdict = { ok: true; audio: AudioCheck } | { ok: false; code: 'not_mp3' | 'not_layer3'; reason: string };
 
 /** What a file without MPEG audio is, told by its first bytes, so the reason can name it. */

@@ -3,7 +3,7 @@
  * best playback on a device (mono MP3, 16 kHz, 48 kbps constant bitrate, no tags or cover art),
  * and playable / ideal / fixable. The thresholds are the table at the top of ./index.ts.
  */
-import type { AudioCheck, AudioIssue, AudioSummary } from './index';
+import type { AudioCheck, AudioIssue, AudioSummary } from './types';
 import { formatName, type ChannelMode } from './frame-header';
 import type { StreamFacts } from './stream';
 import type { TagLayout } from './tags';
