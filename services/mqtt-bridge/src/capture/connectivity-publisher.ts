@@ -21,12 +21,20 @@ export interface ConnectivityPublisherOptions {
  * evt.bridge.connectivity.batch.v1, every flushMs or as soon as maxEvents are waiting; each
  * JetStream publish is awaited. A batch that could not be published is kept and sent first
  * next time, so nothing is lost while NATS is away.
+ *
+ * A change of presence is published at once, with whatever else waits: a device's first message
+ * since this bridge started or since its `offline`, and every `offline`. So the registry learns
+ * that a device connected within a publish of its first message, not at the end of a window;
+ * only the `seen` of devices already known to be present waits for the flush.
  */
 export class ConnectivityPublisher {
   private readonly aggregator = new ConnectivityAggregator();
   private backlog: ConnectivityEvent[][] = [];
   private timer?: NodeJS.Timeout;
   private flushing?: Promise<void>;
+  private flushAgain = false;
+  /** What this bridge last published of each device it has heard from: present, or gone offline. */
+  private readonly present = new Map<string, boolean>();
 
   constructor(private readonly options: ConnectivityPublisherOptions) {}
 
@@ -36,13 +44,28 @@ export class ConnectivityPublisher {
 
   record(deviceId: string, product: Product, receivedAt: number, offline: boolean): void {
     this.aggregator.record(deviceId, product, receivedAt, offline);
-    if (this.aggregator.size >= this.options.maxEvents) void this.flush();
+    const changed = this.present.get(deviceId) !== !offline;
+    if (offline) this.present.delete(deviceId); // nothing kept of a device that left
+    else this.present.set(deviceId, true);
+    if (changed || this.aggregator.size >= this.options.maxEvents) void this.flush();
   }
 
-  /** Publishes everything recorded so far; concurrent calls share one run. */
+  /**
+   * Publishes everything recorded so far; concurrent calls share one run, and a call during a
+   * run starts another right after it, so what was recorded after its last drain is not left
+   * for the next window.
+   */
   flush(): Promise<void> {
-    this.flushing ??= this.publishAll().finally(() => {
+    if (this.flushing) {
+      this.flushAgain = true;
+      return this.flushing;
+    }
+    this.flushing = this.publishAll().finally(() => {
       this.flushing = undefined;
+      if (this.flushAgain) {
+        this.flushAgain = false;
+        void this.flush();
+      }
     });
     return this.flushing;
   }
