@@ -16,16 +16,6 @@ export const ALLOWED_EXTENSIONS: Readonly<Record<FileDir, readonly string[]>> = 
   firmware: ['.bin'],
 };
 
-/** The upload's name rules, as the partner documentation states them. */
-export const UPLOAD_NAME_RULES: readonly string[] = [
-  'The name is the file part’s filename without any path (only its last segment is kept).',
-  `1–${FILE_NAME_MAX_LENGTH} characters: letters, digits, ".", "_" and "-", starting with a letter or digit.`,
-  `firmware/ takes ${ALLOWED_EXTENSIONS.firmware.join(', ')} only.`,
-  `files/ takes ${ALLOWED_EXTENSIONS.files.join(', ')}; the extension's case is ignored (an upper-case .MP3 is accepted and flagged by the audio check).`,
-  'A name that exists in the directory is 409 conflict: uploads never overwrite; delete first.',
-  'An .mp3 in files/ gets the audio check; one with no MPEG Layer III audio is refused (400).',
-];
-
 export function isFileDir(value: unknown): value is FileDir {
   return typeof value === 'string' && (FILE_DIRS as readonly string[]).includes(value);
 }

@@ -10,13 +10,6 @@ export interface ByteSource {
   read(position: number, length: number): Promise<Uint8Array>;
 }
 
-export function bufferSource(bytes: Uint8Array): ByteSource {
-  return {
-    size: bytes.length,
-    read: async (position, length) => bytes.subarray(position, Math.min(bytes.length, position + length)),
-  };
-}
-
 export function fileSource(handle: FileHandle, size: number): ByteSource {
   return {
     size,
