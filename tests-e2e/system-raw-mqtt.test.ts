@@ -99,6 +99,13 @@ describe('raw publish', () => {
     }
   });
 
+  it('refuses a topic the broker cannot take (a control character): 400, and the next publish still goes through', async () => {
+    const res = await publish(globalKey, { topic: `x/0\u0085/${inScope.deviceId}`, payload: 'query>' });
+    expect([res.status, res.body.code]).toEqual([400, 'validation_error']);
+    const next = await publish(globalKey, { topic: `light/${inScope.deviceId}/sys/exe`, payload: 'query>' });
+    expect(next.status).toBe(202);
+  });
+
   it('is 403 without a raw MQTT permission, naming the one to ask for', async () => {
     const res = await publish(plainKey, { topic: `light/${inScope.deviceId}/sys/exe`, payload: 'query>' });
     expect([res.status, res.body.code, res.body.required_permission]).toEqual([403, 'forbidden', 'raw_mqtt_global']);

@@ -88,6 +88,13 @@ describe('mqtt-bridge against a dynamic-security broker, NATS and JetStream', ()
     expect(bad).toMatchObject({ ok: false, error: { status: 400 } });
   });
 
+  it('refuses a topic the broker would drop the connection for, and keeps publishing', async () => {
+    const id = randomDeviceId();
+    const refused = await publish({ topic: `light/${id}/\u0085`, payload: 'x', qos: 1, retain: false });
+    expect(refused).toMatchObject({ ok: false, error: { status: 400, code: 'validation_error', message: "'topic' may not contain the control character U+0085" } });
+    expect(await publish({ topic: `light/${id}/cmd/light1`, payload: 'off', qos: 1, retain: false })).toMatchObject({ ok: true });
+  });
+
   it('keeps a device to its own subtree: publishing and subscribing elsewhere are refused', async () => {
     const id = randomDeviceId();
     const other = randomDeviceId();

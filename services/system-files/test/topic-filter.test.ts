@@ -12,7 +12,7 @@ describe('topic names (raw publish)', () => {
     for (const topic of [`light/${ID}/sys/exe`, 'custom', 'a//b', '/leading', 'trailing/', 'with space/and.dot']) expect(() => checkTopicName(topic)).not.toThrow();
   });
 
-  it.each([['light/+/sys/exe'], ['light/#'], ['a+b'], ['x#'], [''], ['$SYS/broker/uptime'], ['a\u0000b']])('refuses %j', (topic) => {
+  it.each([['light/+/sys/exe'], ['light/#'], ['a+b'], ['x#'], [''], ['$SYS/broker/uptime'], ['a\u0000b'], ['light/0\u0085x'], ['a\nb'], ['a\ud800']])('refuses %j', (topic) => {
     expect(() => checkTopicName(topic)).toThrow(ValidationError);
   });
 });
@@ -25,7 +25,7 @@ describe('topic filters', () => {
     expect(parseTopicFilter('a//b')).toEqual(['a', '', 'b']);
   });
 
-  it.each([['light/#/status'], ['light/a#'], ['light/+x/status'], ['#/x'], [''], ['a\u0000']])('refuses %j', (filter) => {
+  it.each([['light/#/status'], ['light/a#'], ['light/+x/status'], ['#/x'], [''], ['a\u0000'], ['light/\u0007/#']])('refuses %j', (filter) => {
     expect(() => parseTopicFilter(filter)).toThrow(ValidationError);
   });
 

@@ -36,7 +36,8 @@ interface Pending {
  * The bridge's control connection (clean session, admin credentials): requests to the
  * dynamic-security plugin ($CONTROL/dynamic-security/v1, answers on .../response correlated
  * by correlationData) and messages published to devices. Nothing is queued while the broker
- * is away: a call fails at once, so callers answer 503 instead of sending late.
+ * is away, nor kept across a lost connection: a call fails, so callers answer 503 instead of
+ * sending late.
  */
 export class ControlConnection {
   private readonly client: MqttClient;
@@ -69,6 +70,7 @@ export class ControlConnection {
     });
     this.client.on('close', () => {
       this.subscribed = false;
+      this.dropUnacknowledged();
       // Answers to outstanding commands would come on the closed connection only.
       for (const [id, p] of this.pending) {
         this.pending.delete(id);
@@ -79,6 +81,17 @@ export class ControlConnection {
     this.client.on('message', (topic, payload) => {
       if (topic === RESPONSE_TOPIC) this.onResponse(payload);
     });
+  }
+
+  /**
+   * mqtt.js keeps QoS 1/2 messages the broker has not acknowledged and sends them again on
+   * the next connection, even with a clean session. Their callers were already answered 503
+   * (or will be now), so a later send would deliver a command the partner was told failed;
+   * and a message the broker refuses by closing the connection would be sent again on every
+   * reconnect, holding the connection down for good. They are dropped, failing their callers.
+   */
+  private dropUnacknowledged(): void {
+    for (const messageId of Object.keys(this.client.outgoing)) this.client.removeOutgoingMessage(Number(messageId));
   }
 
   get isConnected(): boolean {

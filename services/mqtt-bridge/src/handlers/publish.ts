@@ -1,4 +1,5 @@
-import { ServiceUnavailableError, type RequestHandler } from '@fleet/service-kit';
+import { mqttStringProblem } from '@fleet/device-protocol';
+import { ServiceUnavailableError, ValidationError, type RequestHandler } from '@fleet/service-kit';
 import type { ControlConnection } from '../broker/control';
 import type { DeviceInWriter } from '../capture/device-in';
 import { parseDeviceTopic, type TopicRoots } from '../domain/topics';
@@ -7,10 +8,13 @@ import { parseDeviceTopic, type TopicRoots } from '../domain/topics';
  * bridge.message.publish: answers {topic, payload, sent_at} only once the broker took the
  * message (PUBACK for QoS 1, PUBCOMP for QoS 2); 503 publish_failed otherwise. A message to a
  * device topic is then captured into DEVICE_IN as dev.out.* (a capture failure is logged,
- * since the device has the message already).
+ * since the device has the message already). A topic the broker would refuse is 400 before
+ * anything is sent: Mosquitto answers one by closing the connection every caller shares.
  */
 export function publishHandler(control: ControlConnection, writer: DeviceInWriter, roots: TopicRoots): RequestHandler<'bridge.message.publish'> {
   return async ({ body }, { logger }) => {
+    const problem = mqttStringProblem(body.topic);
+    if (problem) throw new ValidationError(`'topic' may not contain ${problem}`);
     const payload = Buffer.from(body.payload, 'utf8');
     try {
       await control.publish(body.topic, payload, body.qos, body.retain);

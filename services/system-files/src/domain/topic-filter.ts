@@ -3,7 +3,7 @@
  * matching messages sit in DEVICE_IN (`dev.<in|out>.<product>.<device_id>.<levels as tokens>`,
  * packages/device-protocol). Pure.
  */
-import { isDeviceId, PRODUCTS, subjectToken, type Product, type TopicRoots } from '@fleet/device-protocol';
+import { isDeviceId, mqttStringProblem, PRODUCTS, subjectToken, type Product, type TopicRoots } from '@fleet/device-protocol';
 import { ValidationError } from '@fleet/service-kit';
 
 /** Wildcards of topic filters: `+` one level, `#` every level below (and the level itself). */
@@ -11,15 +11,22 @@ const SINGLE = '+';
 const MULTI = '#';
 
 /**
- * A topic a raw publish may name: no wildcards, no U+0000, not empty, and not `$`-prefixed
- * (`$SYS/...` and the like belong to the broker). Empty levels (`a//b`, `/a`) are legal MQTT
- * and are kept.
+ * A topic a raw publish may name: no wildcards, only what the broker accepts in an MQTT
+ * string (no control characters, non-characters or unpaired surrogates, at most 65,535
+ * bytes; the broker would drop the platform's connection otherwise), not empty, and not
+ * `$`-prefixed (`$SYS/...` and the like belong to the broker). Empty levels (`a//b`, `/a`)
+ * are legal MQTT and are kept.
  */
 export function checkTopicName(topic: string): void {
   if (topic.length === 0) throw new ValidationError("'topic' must not be empty");
   if (topic.includes(SINGLE) || topic.includes(MULTI)) throw new ValidationError("'topic' may not contain the wildcards + or #");
-  if (topic.includes('\u0000')) throw new ValidationError("'topic' may not contain U+0000");
+  checkMqttString(topic);
   if (topic.startsWith('$')) throw new ValidationError("'topic' may not start with $ (reserved for the broker)");
+}
+
+function checkMqttString(topic: string): void {
+  const problem = mqttStringProblem(topic);
+  if (problem) throw new ValidationError(`'topic' may not contain ${problem}`);
 }
 
 /**
@@ -28,7 +35,7 @@ export function checkTopicName(topic: string): void {
  */
 export function parseTopicFilter(filter: string): string[] {
   if (filter.length === 0) throw new ValidationError("'topic' must not be empty");
-  if (filter.includes('\u0000')) throw new ValidationError("'topic' may not contain U+0000");
+  checkMqttString(filter);
   const levels = filter.split('/');
   levels.forEach((level, i) => {
     if (level.includes(MULTI) && (level !== MULTI || i !== levels.length - 1)) throw new ValidationError("'topic': # must be a whole level and the last one");
