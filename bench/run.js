@@ -28,6 +28,9 @@ BENCHES.meter = require('./benches/meter');
 // `alerting`: sensor readings through broker, bridge and config-alerting; one evaluation cycle over 50,000 sensors.
 BENCHES.alerting = require('./benches/alerting');
 
+// `connectivity`: a meter's first message → the gateway showing it connected; live readings right after `online`.
+BENCHES.connectivity = require('./benches/connectivity');
+
 // `upload`: a 32 MB platform file through the gateway to system-files (--uploads); MB/s and the gateway's RSS growth.
 BENCHES.upload = require('./benches/upload');
 

@@ -28,7 +28,11 @@ export const LOOKUP_MAX = 1000;
 
 /** A device's connectivity, as another service needs it (meter before a live reading). */
 export interface ConnectivityReader {
-  connectivity(call: CallFor, deviceId: string): Promise<Connectivity>;
+  /**
+   * `waitForConnectedMs`: when the device is not connected, how long the registry waits for a
+   * bridge to report a message from it before answering (at most 2000; default 0).
+   */
+  connectivity(call: CallFor, deviceId: string, options?: { waitForConnectedMs?: number }): Promise<Connectivity>;
 }
 
 /** Sealing a secret setting in the device's enc1: envelope (system-files). */
@@ -53,8 +57,9 @@ export class RegistryClient implements ConnectivityReader, SettingSealer, ScopeR
   ) {}
 
   /** 404 when the registry does not know the device. */
-  async connectivity(call: CallFor, deviceId: string): Promise<Connectivity> {
-    return this.required('registry.device.connectivity', await this.call('registry.device.connectivity', call, { body: { device_id: deviceId } }));
+  async connectivity(call: CallFor, deviceId: string, options: { waitForConnectedMs?: number } = {}): Promise<Connectivity> {
+    const wait = options.waitForConnectedMs ? { wait_for_connected_ms: options.waitForConnectedMs } : {};
+    return this.required('registry.device.connectivity', await this.call('registry.device.connectivity', call, { body: { device_id: deviceId, ...wait } }));
   }
 
   /** The `enc1:` value; 404 unknown device, 409 encryption_unavailable when the registry holds no settings key. */

@@ -4,6 +4,7 @@ import { ServiceRuntime } from '@fleet/service-kit';
 import { readRegistryConfig, settingsKek } from './config';
 import { connectivityConsumer } from './handlers/connectivity-consumer';
 import { OutboxRelay } from './handlers/outbox-relay';
+import { RecentConnectivity } from './handlers/recent-connectivity';
 import { serveRegistry } from './handlers/registry';
 import { telemetryConsumer } from './handlers/telemetry-consumer';
 import { PeriodicJob } from './jobs/periodic';
@@ -26,12 +27,17 @@ async function main(): Promise<void> {
   // The relay creates REGISTRY_EVENTS (retrying while NATS is away), then publishes what earlier
   // runs and the staff CLI left in the outbox.
   const relay = new OutboxRelay(db, bus.connection, logger.child({ component: 'outbox-relay' }));
+  // Heard before the requests are served, so no read misses a batch the consumer has not stored.
+  const recent = new RecentConnectivity(bus.connection, config.CONNECTIVITY_SUBJECT, logger.child({ component: 'recent-connectivity' }));
+  recent.start();
+  runtime.onClose(() => recent.stop(), 'intake');
   serveRegistry(bus, {
     db,
     kek,
     broker: new BridgeClient(bus, { timeoutMs: config.BRIDGE_REQUEST_TIMEOUT_MS, logger: logger.child({ component: 'bridge' }) }),
     logger: logger.child({ component: 'handlers' }),
     relay,
+    recent,
   });
 
   const connectivity = connectivityConsumer(

@@ -11,6 +11,7 @@ import { randomDeviceId, uniqueId, waitFor } from '@fleet/test-kit';
 import { BridgeClient } from '@fleet/bridge-client';
 import { decryptSettingsKey, deriveBrokerPassword, deriveSettingsKey, openSetting } from '../src/domain/crypto';
 import { OutboxRelay } from '../src/handlers/outbox-relay';
+import { RecentConnectivity } from '../src/handlers/recent-connectivity';
 import { serveRegistry, type RegistrySubject } from '../src/handlers/registry';
 import { createOrgNode } from '../src/store/orgs';
 import { insertTelemetry } from '../src/store/telemetry';
@@ -21,6 +22,7 @@ let testDb: TestDb;
 let bus: Bus;
 let bridge: BridgeStandIn;
 let relay: OutboxRelay;
+let recent: RecentConnectivity;
 const kek = randomBytes(32);
 const events: { device_id: string; change: string }[] = [];
 let org: { acme: number; north: number; depot: number; south: number; other: number; north2: number };
@@ -34,7 +36,10 @@ beforeAll(async () => {
   bridge = new BridgeStandIn(bus.connection);
   relay = new OutboxRelay(testDb.db, bus.connection, logger);
   relay.start();
-  serveRegistry(bus, { db: testDb.db, kek, broker: new BridgeClient(bus, { timeoutMs: 1000, logger }), logger, relay });
+  // No durable consumer stores connectivity here: a device reads as connected only through what was heard.
+  recent = new RecentConnectivity(bus.connection, 'evt.bridge.connectivity.>', logger);
+  recent.start();
+  serveRegistry(bus, { db: testDb.db, kek, broker: new BridgeClient(bus, { timeoutMs: 1000, logger }), logger, relay, recent });
   bus.connection.subscribe('evt.registry.device.changed.v1', {
     callback: (_e, m) => events.push(JSONCodec<{ device_id: string; change: string }>().decode(m.data)),
   });
@@ -50,6 +55,7 @@ beforeAll(async () => {
 });
 
 afterAll(async () => {
+  recent?.stop();
   bridge?.close();
   await relay?.stop();
   await bus?.drain();
@@ -293,6 +299,42 @@ describe('connectivity for other services', () => {
     });
     expect(err(await call('registry.device.connectivity', undefined, { body: { device_id: randomDeviceId() } })).status).toBe(404);
     expect(err(await raw('registry.device.connectivity', { body: { device_id: 'nope' } })).status).toBe(400);
+  });
+
+  const report = (deviceId: string, kind: 'seen' | 'offline', at: Date) =>
+    bus.connection.publish('evt.bridge.connectivity.batch.v1', JSONCodec().encode({ events: [{ device_id: deviceId, product: 'light', kind, at: at.toISOString() }] }));
+
+  it('reads a device as connected as soon as a bridge reports it, before the report is stored', async () => {
+    const { id } = await provision(admin, {});
+    const seenAt = new Date();
+    report(id, 'seen', seenAt);
+    const view = await waitFor(async () => {
+      const body = ok(await call('registry.device.get', admin, { params: { device_id: id } })).body as Record<string, unknown>;
+      return body.status === 'connected' ? body : undefined;
+    }, { what: 'the device shown connected' });
+    expect(view).toMatchObject({ status_changed_at: seenAt.toISOString(), last_seen_at: seenAt.toISOString() });
+    const listed = (ok(await call('registry.device.list', admin)).body as { devices: Record<string, unknown>[] }).devices.find((d) => d.device_id === id);
+    expect(listed).toMatchObject({ status: 'connected' });
+    const offlineAt = new Date(seenAt.getTime() + 1000);
+    report(id, 'offline', offlineAt);
+    await waitFor(async () => (ok(await call('registry.device.connectivity', undefined, { body: { device_id: id } })).body as { status: string }).status === 'disconnected', {
+      what: 'the offline heard',
+    });
+  });
+
+  it('waits up to wait_for_connected_ms for a report of a device that is not connected, and no longer', async () => {
+    const { id } = await provision(admin, {});
+    let started = Date.now();
+    const silent = ok(await call('registry.device.connectivity', undefined, { body: { device_id: id, wait_for_connected_ms: 300 } })).body;
+    expect(silent).toMatchObject({ status: 'disconnected' });
+    expect(Date.now() - started).toBeGreaterThanOrEqual(290);
+
+    started = Date.now();
+    const asked = call('registry.device.connectivity', undefined, { body: { device_id: id, wait_for_connected_ms: 2000 } });
+    setTimeout(() => report(id, 'seen', new Date()), 100);
+    expect(ok(await asked).body).toMatchObject({ status: 'connected' });
+    expect(Date.now() - started).toBeLessThan(1500);
+    expect(err(await raw('registry.device.connectivity', { body: { device_id: id, wait_for_connected_ms: 2001 } })).status).toBe(400);
   });
 });
 

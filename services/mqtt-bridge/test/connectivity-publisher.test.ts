@@ -64,4 +64,13 @@ describe('ConnectivityPublisher on JetStream', () => {
     await waitFor(async () => (await published(other)).length === 1, { timeoutMs: 2000, what: 'the other device’s first seen' });
     expect((await published(id)).map((e) => e.at)).toEqual([new Date(t0).toISOString(), new Date(t0 + 5).toISOString()]);
   });
+
+  it('publishes at once a present device heard from again after ten minutes of silence (the registry may have disconnected it)', async () => {
+    const id = randomDeviceId();
+    const t0 = Date.now() - 11 * 60_000;
+    publisher.record(id, 'meter', t0, false);
+    await waitFor(async () => (await published(id)).length === 1, { timeoutMs: 2000, what: 'the first seen' });
+    publisher.record(id, 'meter', t0 + 11 * 60_000, false);
+    await waitFor(async () => (await published(id)).length === 2, { timeoutMs: 2000, what: 'the seen after the silence, before the window ends' });
+  });
 });

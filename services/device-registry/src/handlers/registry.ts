@@ -39,6 +39,7 @@ import { recordEvent } from '../store/outbox';
 import type { RegistryDb, RegistryTx } from '../store/prisma';
 import { recentTelemetry } from '../store/telemetry';
 import { planProvisioning, provisionDevice, provisionedAnswer } from '../use-cases/provision-device';
+import type { RecentConnectivity } from './recent-connectivity';
 
 export interface RegistryDeps {
   db: RegistryDb;
@@ -52,6 +53,11 @@ export interface RegistryDeps {
    * once; without one, events wait in the outbox for a relay's next poll.
    */
   relay?: { wake(withinMs?: number): Promise<void> };
+  /**
+   * The bridges' connectivity batches heard before the durable consumer stored them, laid over
+   * every read of a device's connectivity; without it, reads show the stored state only.
+   */
+  recent?: Pick<RecentConnectivity, 'overlay' | 'whenConnected'>;
 }
 
 /** Every request subject the registry serves (queue group device-registry): those proto-schemas/subjects.json gives it. */
@@ -89,6 +95,7 @@ function relayWaitMs(window: { deadline: number }): number {
 /** The registry's one map of what it serves; the type check fails when a subject lacks its handler. */
 export function registryHandlers(deps: RegistryDeps): ServiceHandlers<RegistrySubject> {
   const { db, broker, kek, relay } = deps;
+  const live = <T extends DeviceRecord>(device: T): T => deps.recent?.overlay(device) ?? device;
   const now = deps.now ?? (() => new Date());
   const provisioning = { db, broker, kek, now };
 
@@ -112,7 +119,7 @@ export function registryHandlers(deps: RegistryDeps): ServiceHandlers<RegistrySu
   async function inScope(req: RequestEnvelope): Promise<DeviceRecord> {
     const device = await findDeviceInScope(db, deviceIdOf(req), scopeOf(req.principal));
     if (!device) throw new NotFoundError('Device not found.');
-    return device;
+    return live(device);
   }
 
   return {
@@ -128,7 +135,7 @@ export function registryHandlers(deps: RegistryDeps): ServiceHandlers<RegistrySu
       const product = queryOf(req).product;
       if (product !== undefined && !isProduct(product)) throw new ValidationError("invalid 'product': must be 'light' or 'meter'");
       const devices = await listDevicesInScope(db, scopeOf(req.principal), product ?? null);
-      return { body: { devices: devices.map((d) => deviceView(d, req.principal)) } };
+      return { body: { devices: devices.map((d) => deviceView(live(d), req.principal)) } };
     },
 
     'registry.device.get': async (req) => ({ body: deviceView(await inScope(req), req.principal) }),
@@ -211,7 +218,8 @@ export function registryHandlers(deps: RegistryDeps): ServiceHandlers<RegistrySu
     'registry.device.connectivity': async ({ body }) => {
       const device = await findDevice(db, body.device_id);
       if (!device) throw new NotFoundError('Device not found.');
-      return { body: connectivityOf(device) };
+      const waitMs = body.wait_for_connected_ms ?? 0;
+      return { body: connectivityOf(deps.recent ? await deps.recent.whenConnected(device, waitMs) : device) };
     },
     'registry.device.lookup': async ({ body }) => ({ body: { devices: await describeDevices(db, [...new Set(body.device_ids)]) } }),
     'registry.settings.seal': async ({ body }) => {

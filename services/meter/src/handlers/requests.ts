@@ -21,6 +21,14 @@ const publish = (deps: RequestDeps, req: RequestEnvelope, topic: string, payload
   deps.bridge.publish({ requestId: req.request_id, deadline: req.deadline }, { topic, payload });
 
 
+/**
+ * A live reading asked of a meter the registry does not yet show connected waits this long for
+ * a bridge to report it: the broker acknowledges the meter's first message (its `online`)
+ * before a bridge receives it, and a partner acting on that acknowledgement must not be told
+ * the meter is offline. A meter that stays silent is refused after it.
+ */
+const CONNECTED_GRACE_MS = 500;
+
 const location = (deviceId: string, what: 'sample' | 'resetenergy', token: string): string => `/v1/meter/devices/${deviceId}/${what}/${token}`;
 
 export async function sendReport(deps: RequestDeps, req: RequestEnvelope): Promise<HandlerResult> {
@@ -31,7 +39,7 @@ export async function sendReport(deps: RequestDeps, req: RequestEnvelope): Promi
 
 export async function requestSample(deps: RequestDeps, req: RequestEnvelope, log: Logger): Promise<HandlerResult> {
   const deviceId = meterOf(req);
-  const link = await deps.registry.connectivity({ requestId: req.request_id, deadline: req.deadline }, deviceId);
+  const link = await deps.registry.connectivity({ requestId: req.request_id, deadline: req.deadline }, deviceId, { waitForConnectedMs: CONNECTED_GRACE_MS });
   if (link.status !== 'connected') {
     throw new ConflictError('The meter is not connected; nothing was sent.', 'device_offline', { ...link });
   }

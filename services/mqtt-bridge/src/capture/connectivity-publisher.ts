@@ -7,6 +7,13 @@ import type { Product } from '../domain/topics';
 const EVENT_SUBJECT: EventSubject = 'evt.bridge.connectivity.batch.v1';
 const codec = JSONCodec<unknown>();
 
+/**
+ * A device heard from again after this long is published at once, like a first message: longer
+ * than a heartbeat period (5 minutes by the device protocol), shorter than the registry's
+ * silence rule (25 minutes by default).
+ */
+const SILENCE_COUNTS_AS_GONE_MS = 10 * 60_000;
+
 export interface ConnectivityPublisherOptions {
   js: JetStreamClient;
   subjectPrefix: string;
@@ -23,9 +30,10 @@ export interface ConnectivityPublisherOptions {
  * next time, so nothing is lost while NATS is away.
  *
  * A change of presence is published at once, with whatever else waits: a device's first message
- * since this bridge started or since its `offline`, and every `offline`. So the registry learns
- * that a device connected within a publish of its first message, not at the end of a window;
- * only the `seen` of devices already known to be present waits for the flush.
+ * since this bridge started, since its `offline` or after ten minutes of silence, and every
+ * `offline`. So the registry learns that a device connected within a publish of its first
+ * message, not at the end of a window; only the `seen` of devices already known to be present
+ * waits for the flush.
  */
 export class ConnectivityPublisher {
   private readonly aggregator = new ConnectivityAggregator();
@@ -33,8 +41,8 @@ export class ConnectivityPublisher {
   private timer?: NodeJS.Timeout;
   private flushing?: Promise<void>;
   private flushAgain = false;
-  /** What this bridge last published of each device it has heard from: present, or gone offline. */
-  private readonly present = new Map<string, boolean>();
+  /** When this bridge last heard from each device present (gone offline: not held). */
+  private readonly present = new Map<string, number>();
 
   constructor(private readonly options: ConnectivityPublisherOptions) {}
 
@@ -44,9 +52,12 @@ export class ConnectivityPublisher {
 
   record(deviceId: string, product: Product, receivedAt: number, offline: boolean): void {
     this.aggregator.record(deviceId, product, receivedAt, offline);
-    const changed = this.present.get(deviceId) !== !offline;
+    const previous = this.present.get(deviceId);
+    // After a long silence the registry may have disconnected the device (its silence rule)
+    // while this bridge still holds it present: that `seen` is a change of presence too.
+    const changed = offline || previous === undefined || receivedAt - previous > SILENCE_COUNTS_AS_GONE_MS;
     if (offline) this.present.delete(deviceId); // nothing kept of a device that left
-    else this.present.set(deviceId, true);
+    else this.present.set(deviceId, Math.max(previous ?? receivedAt, receivedAt));
     if (changed || this.aggregator.size >= this.options.maxEvents) void this.flush();
   }
 

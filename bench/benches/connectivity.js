@@ -1,0 +1,192 @@
+'use strict';
+// How soon the platform counts a device as connected: a meter connects and publishes `online`
+// (QoS 1, retained, as the device protocol says); from the broker's PUBACK, the time until
+// `GET /v1/devices/{id}` through the gateway shows `status: connected` (p50/p99 over 100 meters,
+// one at a time; BENCH_CONNECTIVITY_DEVICES). The baseline, measured in the same run on the same broker, is a
+// plain MQTT subscriber receiving that `online`. A second set of meters asks for a live reading
+// the moment `online` is acknowledged and counts the answers (every one should be 202).
+const crypto = require('node:crypto');
+const fs = require('node:fs');
+const os = require('node:os');
+const path = require('node:path');
+const { createHistogram, performance } = require('node:perf_hooks');
+const { startFleet, freePort } = require('@fleet/launcher');
+const { deriveBrokerPassword } = require('@fleet/device-protocol');
+const mqtt = require('mqtt');
+const { gatewayAdmin, dropDatabasesWithPrefix, deleteRedisKeys } = require('../lib/fleet-setup');
+
+const SERVICES = ['device-registry', 'mqtt-bridge', 'meter', 'gateway'];
+const POSTGRES_URL = process.env.POSTGRES_URL ?? 'postgresql://postgres@127.0.0.1:5432/postgres';
+const REDIS_URL = process.env.REDIS_URL ?? 'redis://127.0.0.1:6379';
+const SECRET = 'Bench-Conn-Secr!';
+/** BENCH_CONNECTIVITY_DEVICES: meters measured one at a time (default 100). */
+const DEVICE_COUNT = Number(process.env.BENCH_CONNECTIVITY_DEVICES || 100);
+/** Meters that ask for a live reading right after `online`. */
+const SAMPLE_DEVICES = 30;
+/** Target from the issue: p99 from the first message to `connected`. */
+const TARGET_P99_MS = 50;
+
+const histogram = () => createHistogram({ lowest: 1, highest: 60_000_000, figures: 3 });
+const ms = (us) => Math.round(us) / 1000;
+const summary = (h) => ({ p50: ms(h.percentile(50)), p90: ms(h.percentile(90)), p99: ms(h.percentile(99)), max: ms(h.max), count: h.count });
+const record = (h, elapsedMs) => h.record(Math.max(1, Math.round(elapsedMs * 1000)));
+
+/** A meter as the device protocol has it connect: client id = username = device id, `offline` will. */
+async function connectMeter(brokerUrl, deviceId) {
+  const client = await mqtt.connectAsync(brokerUrl, {
+    clientId: deviceId,
+    username: deviceId,
+    password: deriveBrokerPassword(SECRET, deviceId, 'meter'),
+    protocolVersion: 4,
+    clean: false,
+    reconnectPeriod: 0,
+    will: { topic: `meter/${deviceId}/status`, payload: Buffer.from('offline'), qos: 1, retain: true },
+  });
+  await client.subscribeAsync(`meter/${deviceId}/sys/exe`, { qos: 2 });
+  return client;
+}
+
+async function run(ctx) {
+  const { log } = ctx;
+  const deviceCount = DEVICE_COUNT;
+  const id = crypto.randomBytes(4).toString('hex');
+  const databasePrefix = `fleet_bench_${id}_`;
+  const redisKeyPrefix = `bench${id}:`;
+  const workDir = fs.mkdtempSync(path.join(os.tmpdir(), `fleet-bench-conn-${id}-`));
+  const logDir = path.join(workDir, 'logs');
+  const clients = [];
+  let fleet;
+  let watcher;
+  let finished = false;
+  ctx.onCleanup(async () => {
+    await Promise.all(clients.map((c) => c.endAsync(true).catch(() => undefined)));
+    if (watcher) await watcher.endAsync(true).catch(() => undefined);
+    if (fleet) await fleet.stop().catch(() => undefined);
+    await dropDatabasesWithPrefix(databasePrefix).catch(() => undefined);
+    await deleteRedisKeys(redisKeyPrefix).catch(() => undefined);
+    if (finished) fs.rmSync(workDir, { recursive: true, force: true });
+    else process.stderr.write(`bench logs kept in ${logDir}\n`);
+  });
+
+  log(`starting ${SERVICES.join(', ')} (own nats-server, broker, databases, Redis prefix)...`);
+  fleet = await startFleet({
+    services: SERVICES,
+    databasePrefix,
+    gatewayPort: await freePort(),
+    logDir,
+    mqttPort: 0,
+    mqttDataDir: path.join(workDir, 'mosquitto'),
+    privateNats: true,
+    env: { LOG_LEVEL: process.env.BENCH_LOG_LEVEL || 'warn', REDIS_KEY_PREFIX: redisKeyPrefix, REDIS_URL, POSTGRES_URL },
+  });
+  const gatewayDb = `${POSTGRES_URL.replace(/\/[^/]*$/, '')}/${databasePrefix}gateway`;
+  const partner = await gatewayAdmin(gatewayDb, [
+    'partner', 'create', '--name', `Bench connectivity ${id}`, '--permissions', 'all', '--access-all-devices', '--requests-per-min', '100000000',
+  ]);
+  const { key } = await gatewayAdmin(gatewayDb, ['key', 'issue', '--partner', partner.id]);
+  const headers = { authorization: `Bearer ${key}`, 'content-type': 'application/json' };
+  const api = async (method, route, body) => {
+    const res = await fetch(`${fleet.gatewayUrl}${route}`, { method, headers, body: body === undefined ? undefined : JSON.stringify(body) });
+    return { status: res.status, body: await res.json().catch(() => ({})) };
+  };
+
+  // The baseline: a plain subscriber to every meter's status on the same broker.
+  const delivered = new Map();
+  watcher = await mqtt.connectAsync(fleet.mqttUrl, { username: fleet.mqttAdmin.username, password: fleet.mqttAdmin.password, clean: true, reconnectPeriod: 0 });
+  watcher.on('message', (topic, payload) => {
+    if (payload.toString() === 'online') delivered.get(topic.split('/')[1])?.(performance.now());
+  });
+  await watcher.subscribeAsync('meter/+/status', { qos: 1 });
+
+  const total = deviceCount + SAMPLE_DEVICES;
+  log(`provisioning ${total} meters...`);
+  const ids = [];
+  for (let i = 0; i < total; i++) {
+    const deviceId = `C${id.toUpperCase().slice(0, 5)}${i.toString(16).toUpperCase().padStart(6, '0')}`;
+    const res = await api('POST', `/v1/devices/${deviceId}`, { product: 'meter', credential_format: 'derived-v1', credential_source: 'root_secret', root_secret: SECRET });
+    if (res.status !== 201) throw new Error(`provisioning ${deviceId} answered ${res.status}: ${JSON.stringify(res.body)}`);
+    ids.push(deviceId);
+  }
+
+  /** Connects a meter, publishes `online` and resolves with the PUBACK time and when the plain subscriber got it. */
+  const goOnline = async (deviceId) => {
+    const client = await connectMeter(fleet.mqttUrl, deviceId);
+    clients.push(client);
+    const atWatcher = new Promise((resolve) => delivered.set(deviceId, resolve));
+    await client.publishAsync(`meter/${deviceId}/status`, 'online', { qos: 1, retain: true });
+    return { acked: performance.now(), atWatcher };
+  };
+
+  log(`${deviceCount} meters, one at a time: PUBACK of 'online' → GET /v1/devices/{id} shows connected...`);
+  const toConnected = histogram();
+  const toWatcher = histogram();
+  const problems = [];
+  for (const deviceId of ids.slice(0, deviceCount)) {
+    const { acked, atWatcher } = await goOnline(deviceId);
+    const deadline = acked + 10_000;
+    let shown;
+    while (performance.now() < deadline) {
+      const res = await api('GET', `/v1/devices/${deviceId}`);
+      if (res.status === 200 && res.body.status === 'connected') {
+        shown = performance.now();
+        break;
+      }
+    }
+    if (shown === undefined) problems.push(`${deviceId} not shown connected within 10 s`);
+    else record(toConnected, shown - acked);
+    record(toWatcher, Math.max(0, (await atWatcher) - acked));
+  }
+
+  log(`${SAMPLE_DEVICES} meters ask for a live reading the moment 'online' is acknowledged...`);
+  const sampleAnswers = {};
+  const toSampleAnswer = histogram();
+  for (const deviceId of ids.slice(deviceCount)) {
+    const { acked } = await goOnline(deviceId);
+    const res = await api('POST', `/v1/meter/devices/${deviceId}/sample`);
+    record(toSampleAnswer, performance.now() - acked);
+    const key = res.status === 409 ? `409 ${res.body.code}` : String(res.status);
+    sampleAnswers[key] = (sampleAnswers[key] ?? 0) + 1;
+  }
+
+  const connected = summary(toConnected);
+  const baseline = summary(toWatcher);
+  const refused = SAMPLE_DEVICES - (sampleAnswers['202'] ?? 0);
+  finished = problems.length === 0;
+  return {
+    bench: 'connectivity',
+    title: "From a meter's first message to the platform showing it connected, beside a plain subscriber receiving it",
+    settings: { devices: deviceCount, sample_devices: SAMPLE_DEVICES },
+    fleet_to_connected_ms: connected,
+    baseline_to_subscriber_ms: baseline,
+    sample_answers: sampleAnswers,
+    sample_answer_ms: summary(toSampleAnswer),
+    target_p99_ms: TARGET_P99_MS,
+    pass: problems.length === 0 && connected.p99 <= TARGET_P99_MS && refused === 0,
+    invalid: problems.length ? problems.slice(0, 5) : undefined,
+  };
+}
+
+function table(result) {
+  const row = (label, s) => [label, s.p50.toFixed(3), s.p90.toFixed(3), s.p99.toFixed(3), s.max.toFixed(3), String(s.count)];
+  const answers = Object.entries(result.sample_answers).map(([k, v]) => `${v}× ${k}`).join(', ');
+  const refused = result.settings.sample_devices - (result.sample_answers['202'] ?? 0);
+  return {
+    head: ['from the PUBACK of online to', 'p50 ms', 'p90 ms', 'p99 ms', 'max ms', 'devices'],
+    rows: [
+      row('GET /v1/devices/{id} shows connected', result.fleet_to_connected_ms),
+      row('a plain subscriber receives it (baseline)', result.baseline_to_subscriber_ms),
+      row('POST .../sample answered', result.sample_answer_ms),
+    ],
+    notes: [
+      `live reading asked right after online: ${answers}   ${refused === 0 ? 'OK' : 'REFUSED'}`,
+      `to connected p99 ${result.fleet_to_connected_ms.p99.toFixed(3)} ms (target ≤ ${result.target_p99_ms} ms; the GET polls back to back, so this includes one request)   ${result.fleet_to_connected_ms.p99 <= result.target_p99_ms ? 'OK' : 'MISSED'}`,
+    ],
+  };
+}
+
+module.exports = {
+  name: 'connectivity',
+  description: "a meter's first message → GET /v1/devices/{id} shows connected (p99 over 100 meters), and live readings asked right after online",
+  run,
+  table,
+};
