@@ -142,6 +142,27 @@ describe('SlidingWindowLimiter', () => {
     }
   });
 
+  it('counts stages in order: an earlier stage is counted while a later one refuses, never the reverse', async () => {
+    const first: WindowSpec = { key: freshKey('stage-a'), limit: 2, windowMs: 60_000 };
+    const second: WindowSpec = { key: freshKey('stage-b'), limit: 1, windowMs: 60_000 };
+    const [a1, b1] = await limiter.hitStages([[first], [second]]);
+    expect([a1?.allowed, b1?.allowed, a1?.windows[0]?.remaining, b1?.windows[0]?.remaining]).toEqual([true, true, 1, 0]);
+    expect(b1?.receipt).toBeDefined();
+    const [a2, b2] = await limiter.hitStages([[first], [second]]);
+    // The second stage refuses: the first is counted all the same, with a receipt of its own stage only.
+    expect([a2?.allowed, a2?.windows[0]?.remaining, b2?.allowed, b2?.receipt]).toEqual([true, 0, false, undefined]);
+    expect(a2?.receipt).toBeDefined();
+    expect((await limiter.peek([first])).windows[0]?.remaining).toBe(0);
+    // The first stage refuses: nothing is counted in the second either.
+    const fresh: WindowSpec = { key: freshKey('stage-c'), limit: 5, windowMs: 60_000 };
+    const [a3, c3] = await limiter.hitStages([[first], [fresh]]);
+    expect([a3?.allowed, c3?.allowed]).toEqual([false, true]);
+    expect((await limiter.peek([fresh])).windows[0]?.remaining).toBe(5);
+    // A receipt refunds the stage it names.
+    await limiter.refund([second], b1?.receipt as string);
+    expect((await limiter.peek([second])).windows[0]?.remaining).toBe(1);
+  });
+
   it('peek reports the state without counting', async () => {
     const w: WindowSpec = { key: freshKey('peek'), limit: 2, windowMs: 1500 };
     const empty = await limiter.peek([w]);

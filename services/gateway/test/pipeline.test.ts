@@ -283,6 +283,33 @@ describe('device scope', () => {
   });
 });
 
+describe('request window and limit classes in one round trip', () => {
+  it('counts a request refused before its limits (400, 403, 404) in the request window, and answers 429 ahead of the refusal once the window is full', async () => {
+    const p = await gw.partner(['--permissions', 'raw_commands', '--grant', '30', '--requests-per-min', '3']);
+    const device = light(30);
+    const invalid = await call(gw.url, 'PATCH', `/v1/devices/${device}/label`, { key: p.key, body: { name: 'n' } });
+    expect([invalid.status, invalid.headers.get('ratelimit-remaining')]).toEqual([403, '2']);
+    const missing = await call(gw.url, 'POST', `/v1/devices/${randomDeviceId()}/pokes`, { key: p.key });
+    expect([missing.status, missing.headers.get('ratelimit-remaining')]).toEqual([404, '1']);
+    const sent = await call(gw.url, 'POST', `/v1/devices/${device}/pokes`, { key: p.key });
+    expect([sent.status, sent.headers.get('ratelimit-remaining')]).toEqual([202, '0']);
+    // Full: the same refused requests are now 429, the window first, as the spec orders it.
+    const again = await call(gw.url, 'PATCH', `/v1/devices/${device}/label`, { key: p.key, body: { name: 'n' } });
+    expect([again.status, again.body.code, again.headers.get('ratelimit-remaining')]).toEqual([429, 'rate_limited', '0']);
+    expect(Number(again.headers.get('retry-after'))).toBeGreaterThan(0);
+  });
+
+  it('does not spend the device command limit of a request the full request window refused', async () => {
+    const p = await gw.partner(['--permissions', 'raw_commands', '--grant', '31', '--requests-per-min', '1', '--device-commands-per-min', '1']);
+    const q = await gw.partner(['--permissions', 'raw_commands', '--grant', '31', '--device-commands-per-min', '5']);
+    const device = light(31);
+    expect((await call(gw.url, 'POST', `/v1/devices/${device}/pokes`, { key: p.key })).status).toBe(202);
+    expect((await call(gw.url, 'POST', `/v1/devices/${device}/pokes`, { key: p.key })).status).toBe(429);
+    // The shared ceiling (2 a minute here) counted only the admitted command: another partner gets the second.
+    expect((await call(gw.url, 'POST', `/v1/devices/${device}/pokes`, { key: q.key })).status).toBe(202);
+  });
+});
+
 describe('limit classes', () => {
   it('holds per-device commands to the partner limit, then 429 with Retry-After', async () => {
     const p = await gw.partner(['--permissions', 'raw_commands', '--grant', '20', '--device-commands-per-min', '2']);

@@ -4,7 +4,7 @@ import { ApiError, ForbiddenError, NotFoundError, RateLimitedError, ServiceUnava
 import { bearerToken, type Authenticator } from '../auth/authenticator';
 import { accountBody } from '../handlers/account';
 import { isValidIdempotencyKey, requestFingerprint, type IdempotencyStore, type StoredResponse } from '../idempotency';
-import { rateLimitHeaders, requestWindowFor, windowsFor, type LimitClass, type LimitSettings, type SlidingWindowLimiter, type WindowSpec } from '../limits';
+import { rateLimitHeaders, requestWindowFor, windowsFor, type HitResult, type LimitClass, type LimitSettings, type SlidingWindowLimiter, type WindowSpec, type WindowState } from '../limits';
 import type { ScopeResolver } from '../scope/scope-resolver';
 import { routeId, type RouteDef } from '../routes/types';
 import { MAX_BODY_DEPTH, readJsonBody, withinDepth, type RequestValidator } from './request-validation';
@@ -56,8 +56,9 @@ export function apiPipeline(deps: PipelineDeps) {
     const { route, params } = found.match;
 
     const principal = await authenticate(deps, req, res);
-    await spendRequestWindow(deps, principal, res);
+    const spend = new RequestSpend(deps, principal, res);
     if ('upload' in route.target) {
+      await spend.requestWindow();
       checkPermission(route, principal);
       await relayUpload(deps, req, res, route, principal, requestId);
       return;
@@ -67,6 +68,8 @@ export function apiPipeline(deps: PipelineDeps) {
     const idempotencyKey = route.idempotent ? req.get('Idempotency-Key') : undefined;
     let held: { scope: string; key: string; fingerprint: string } | undefined;
     if (idempotencyKey !== undefined) {
+      // A replay spends from the request window like any request, before it is answered.
+      await spend.requestWindow();
       if (!isValidIdempotencyKey(idempotencyKey)) {
         throw new ValidationError("invalid 'Idempotency-Key': 1 to 255 printable ASCII characters");
       }
@@ -87,14 +90,66 @@ export function apiPipeline(deps: PipelineDeps) {
     }
 
     try {
-      const outcome = await runRoute(deps, req, route, params, principal, rawBody, requestId);
+      const outcome = await runRoute(deps, req, route, params, principal, rawBody, requestId, spend);
       if (held) await dependency(deps.idempotency.complete(held.scope, held.key, held.fingerprint, outcome));
       writeOutcome(res, route, outcome, false);
     } catch (err) {
       if (held) await deps.idempotency.release(held.scope, held.key).catch(warnIfFails(deps.logger, 'releasing the idempotency key', { request_id: requestId }));
+      // A request refused before it reached its limits still counts, and a full request window
+      // answers 429 ahead of that refusal (the spec's order puts the window first).
+      await spend.requestWindow();
       throw err;
     }
   };
+}
+
+/**
+ * What one request spends from Redis. The partner's request window and the route's limit
+ * classes go to Redis in one round trip (the limiter's stages) once the request has passed
+ * its checks, rather than one trip before the checks and another after them; a request that
+ * is refused earlier, or needs the window sooner (an idempotent replay, an upload), spends the
+ * window alone at that point. Either way it is spent exactly once per request.
+ */
+class RequestSpend {
+  private spent = false;
+
+  constructor(
+    private readonly deps: PipelineDeps,
+    private readonly principal: Principal,
+    private readonly res: Response,
+  ) {}
+
+  /** Spends the request window if nothing did yet; 429 when it is full. */
+  async requestWindow(): Promise<void> {
+    if (this.spent) return;
+    await this.withClasses([]);
+  }
+
+  /**
+   * Spends the route's limit-class windows, with the request window in the same round trip
+   * when it is not spent yet; 429 naming whichever refused (the request window first).
+   */
+  async withClasses(classWindows: WindowSpec[]): Promise<Spent | undefined> {
+    const window = requestWindowFor({ partnerId: this.principal.partner_id, requestsPerMin: this.principal.limits.requests_per_min });
+    const withWindow = !this.spent;
+    const stages = [...(withWindow ? [[window]] : []), ...(classWindows.length ? [classWindows] : [])];
+    if (stages.length === 0) return undefined;
+    // Marked before the call: a request whose spend failed (Redis away, 503) is not tried again.
+    this.spent = true;
+    const results = await dependency(this.deps.limiter.hitStages(stages));
+    if (withWindow) {
+      const state = (results[0] as HitResult).windows[0] as WindowState;
+      // Retry-After goes with the 429 error, which sets it from the same state.
+      for (const [name, value] of Object.entries(rateLimitHeaders(state))) if (name !== 'Retry-After') this.res.setHeader(name, value);
+      if (!state.allowed) throw new RateLimitedError('Request rate limit reached; honor Retry-After.', state.retryAfterSeconds);
+    }
+    if (classWindows.length === 0) return undefined;
+    const classes = results[results.length - 1] as HitResult;
+    if (!classes.allowed) {
+      throw new RateLimitedError('A limit for this operation was reached; honor Retry-After.', classes.refusedBy?.retryAfterSeconds ?? 1);
+    }
+    return classes.receipt ? { windows: classWindows, receipt: classes.receipt } : undefined;
+  }
 }
 
 /** A failure of Redis or the key store is the gateway's own outage: 503, never a 500. */
@@ -117,13 +172,7 @@ async function authenticate(deps: PipelineDeps, req: Request, res: Response): Pr
 }
 
 async function spendRequestWindow(deps: PipelineDeps, principal: Principal, res: Response): Promise<void> {
-  const window = requestWindowFor({ partnerId: principal.partner_id, requestsPerMin: principal.limits.requests_per_min });
-  const result = await dependency(deps.limiter.hit([window]));
-  const state = result.windows[0];
-  if (!state) return;
-  // Retry-After goes with the 429 error, which sets it from the same state.
-  for (const [name, value] of Object.entries(rateLimitHeaders(state))) if (name !== 'Retry-After') res.setHeader(name, value);
-  if (!result.allowed) throw new RateLimitedError('Request rate limit reached; honor Retry-After.', state.retryAfterSeconds);
+  await new RequestSpend(deps, principal, res).requestWindow();
 }
 
 async function runRoute(
@@ -134,6 +183,7 @@ async function runRoute(
   principal: Principal,
   rawBody: Buffer,
   requestId: string,
+  spend: RequestSpend,
 ): Promise<Outcome> {
   checkPermission(route, principal);
   const body = readJsonBody(route, req.get('Content-Type'), rawBody);
@@ -150,7 +200,7 @@ async function runRoute(
     if (route.device.product && device.product !== route.device.product) throw new NotFoundError('Device not found.');
   }
   const limits: LimitClass[] = [...(route.limits ?? []), ...(tier?.destructive ? (['destructive'] as const) : [])];
-  const spent = limits.length ? await spendLimitClasses(deps, limits, principal, device) : undefined;
+  const spent = await spend.withClasses(limits.length ? limitWindows(deps, limits, principal, device) : []);
 
   if ('local' in route.target) return { status: 200, headers: {}, body: accountBody(principal) };
   if ('upload' in route.target) throw new TypeError(`${routeId(route)} streams its body: it is served by the upload pipeline`);
@@ -216,18 +266,13 @@ export function checkPermission(route: RouteDef, principal: Principal): void {
   throw new ForbiddenError(`This route needs ${text}.`, 'forbidden', first);
 }
 
-async function spendLimitClasses(deps: PipelineDeps, limits: LimitClass[], principal: Principal, device?: DeviceSummary): Promise<Spent | undefined> {
+function limitWindows(deps: PipelineDeps, limits: LimitClass[], principal: Principal, device?: DeviceSummary): WindowSpec[] {
   const ctx = {
     partnerId: principal.partner_id,
     deviceCommandsPerMin: principal.limits.device_commands_per_min,
     ...(device ? { deviceId: device.device_id } : {}),
   };
-  const windows = limits.flatMap((cls) => windowsFor(cls, ctx, deps.limitSettings));
-  const result = await dependency(deps.limiter.hit(windows));
-  if (!result.allowed) {
-    throw new RateLimitedError('A limit for this operation was reached; honor Retry-After.', result.refusedBy?.retryAfterSeconds ?? 1);
-  }
-  return result.receipt ? { windows, receipt: result.receipt } : undefined;
+  return limits.flatMap((cls) => windowsFor(cls, ctx, deps.limitSettings));
 }
 
 function writeOutcome(res: Response, route: RouteDef, outcome: Outcome, replayed: boolean): void {

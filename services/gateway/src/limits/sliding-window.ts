@@ -32,10 +32,14 @@ export interface HitResult {
 }
 
 /**
- * KEYS: one sorted set per window. ARGV: mode ('hit' | 'peek'), member suffix, then limit and windowMs per key.
+ * KEYS: one sorted set per window. ARGV: mode ('hit' | 'peek'), member suffix, then limit,
+ * windowMs and stage (1, 2, ...) per key, keys in stage order.
  * Scores are Redis TIME in microseconds, so every gateway replica shares one clock.
  * An event at score t is inside the window while now - t < window.
- * Returns: all-allowed flag, then per window: allowed, count, remaining, resetSeconds, retryAfterSeconds.
+ * A hit counts the event in each stage's windows when all of that stage's windows and every
+ * earlier stage admit it: stage 1 can be counted while stage 2 refuses, never the reverse.
+ * Returns: all-allowed flag, then per window: allowed, count, remaining, resetSeconds,
+ * retryAfterSeconds; then the member when anything was counted.
  */
 const SLIDING_WINDOW_LUA = `
 if redis.replicate_commands then pcall(redis.replicate_commands) end
@@ -45,11 +49,13 @@ local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 local function fmt(x) return string.format('%.0f', x) end
 local n = #KEYS
-local limits, wins, winMs, floors, counts, refused = {}, {}, {}, {}, {}, {}
+local limits, wins, winMs, floors, counts, refused, stages = {}, {}, {}, {}, {}, {}, {}
 local all = true
+local stageRefused = {}
 for i = 1, n do
-  limits[i] = tonumber(ARGV[1 + 2 * i])
-  winMs[i] = tonumber(ARGV[2 + 2 * i])
+  limits[i] = tonumber(ARGV[3 * i])
+  winMs[i] = tonumber(ARGV[1 + 3 * i])
+  stages[i] = tonumber(ARGV[2 + 3 * i])
   wins[i] = winMs[i] * 1000
   floors[i] = now - wins[i]
   if mode == 'hit' then
@@ -59,15 +65,25 @@ for i = 1, n do
     counts[i] = redis.call('ZCOUNT', KEYS[i], '(' .. fmt(floors[i]), '+inf')
   end
   refused[i] = counts[i] >= limits[i]
-  if refused[i] then all = false end
+  if refused[i] then
+    all = false
+    stageRefused[stages[i]] = true
+  end
 end
 local member = nil
-if mode == 'hit' and all then
-  member = fmt(now) .. '-' .. suffix
-  for i = 1, n do
-    redis.call('ZADD', KEYS[i], fmt(now), member)
-    redis.call('PEXPIRE', KEYS[i], winMs[i])
-    counts[i] = counts[i] + 1
+if mode == 'hit' then
+  -- the last stage counted: every stage up to it admits the event
+  local upTo = 0
+  while stages[n] ~= nil and upTo < stages[n] and not stageRefused[upTo + 1] do upTo = upTo + 1 end
+  if upTo > 0 then
+    member = fmt(now) .. '-' .. suffix
+    for i = 1, n do
+      if stages[i] <= upTo then
+        redis.call('ZADD', KEYS[i], fmt(now), member)
+        redis.call('PEXPIRE', KEYS[i], winMs[i])
+        counts[i] = counts[i] + 1
+      end
+    end
   end
 end
 -- seconds (ceil, >= 1) until the in-window event at 0-based position idx (oldest first) leaves
@@ -135,7 +151,17 @@ export class SlidingWindowLimiter {
 
   /** Counts one event in every window atomically if all of them admit it; counts nothing if any refuses. */
   hit(windows: WindowSpec[]): Promise<HitResult> {
-    return this.run('hit', windows);
+    return this.run('hit', [windows]).then((stages) => stages[0] as HitResult);
+  }
+
+  /**
+   * One round trip for several stages of windows (e.g. the partner's request window, then the
+   * route's limit classes): a stage is counted, all or nothing, when it and every earlier stage
+   * admit the event; later stages are then not counted. One result per stage, in order; the
+   * receipt (shared by every counted stage) refunds any of them.
+   */
+  hitStages(stages: WindowSpec[][]): Promise<HitResult[]> {
+    return this.run('hit', stages);
   }
 
   /**
@@ -148,14 +174,18 @@ export class SlidingWindowLimiter {
 
   /** Current state without counting (for headers on replays or refused requests). */
   peek(windows: WindowSpec[]): Promise<HitResult> {
-    return this.run('peek', windows);
+    return this.run('peek', [windows]).then((stages) => stages[0] as HitResult);
   }
 
-  private async run(mode: 'hit' | 'peek', windows: WindowSpec[]): Promise<HitResult> {
+  private async run(mode: 'hit' | 'peek', stages: WindowSpec[][]): Promise<HitResult[]> {
+    const windows = stages.flat();
     checkSpecs(windows);
+    if (stages.some((stage) => stage.length === 0)) throw new RangeError('every stage needs a window');
     this.seq = (this.seq + 1) % Number.MAX_SAFE_INTEGER;
     const args: (string | number)[] = [mode, `${this.instanceId}.${this.seq.toString(36)}`];
-    for (const w of windows) args.push(w.limit, w.windowMs);
+    stages.forEach((stage, i) => {
+      for (const w of stage) args.push(w.limit, w.windowMs, i + 1);
+    });
     const keys = windows.map((w) => this.keyPrefix + w.key);
     const reply = await this.redis[COMMAND](keys.length, ...keys, ...args);
     const counted = Array.isArray(reply) && reply.length === 2 + 5 * windows.length;
@@ -174,14 +204,28 @@ export class SlidingWindowLimiter {
         retryAfterSeconds: num(base + 4),
       };
     });
-    const allowed = num(0) === 1;
-    if (allowed) return counted ? { allowed, windows: states, receipt: String(reply[reply.length - 1]) } : { allowed, windows: states };
-    let refusedBy: WindowState | undefined;
-    for (const s of states) {
-      if (!s.allowed && (refusedBy === undefined || s.retryAfterSeconds > refusedBy.retryAfterSeconds)) refusedBy = s;
-    }
-    return refusedBy === undefined ? { allowed, windows: states } : { allowed, windows: states, refusedBy };
+    const receipt = counted ? String(reply[reply.length - 1]) : undefined;
+    let offset = 0;
+    let earlierAdmitted = true;
+    return stages.map((stage) => {
+      const own = states.slice(offset, offset + stage.length);
+      offset += stage.length;
+      const allowed = own.every((st) => st.allowed);
+      // Counted only when every earlier stage admitted it too.
+      const result = resultOf(allowed, own, allowed && earlierAdmitted ? receipt : undefined);
+      earlierAdmitted &&= allowed;
+      return result;
+    });
   }
+}
+
+function resultOf(allowed: boolean, windows: WindowState[], receipt: string | undefined): HitResult {
+  if (allowed) return receipt === undefined ? { allowed, windows } : { allowed, windows, receipt };
+  let refusedBy: WindowState | undefined;
+  for (const s of windows) {
+    if (!s.allowed && (refusedBy === undefined || s.retryAfterSeconds > refusedBy.retryAfterSeconds)) refusedBy = s;
+  }
+  return refusedBy === undefined ? { allowed, windows } : { allowed, windows, refusedBy };
 }
 
 /** RateLimit-Limit / -Remaining / -Reset for one window, plus Retry-After when it refused. */
