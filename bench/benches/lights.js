@@ -3,7 +3,9 @@
 // light-command → mqtt-bridge → Mosquitto → connected simulated lights. Reports the command rate
 // and the latency from sending the HTTP request to the light receiving the payload (p50/p99),
 // beside a bare MQTT publish → subscribe (QoS 1, the same broker, the same lights) measured in
-// the same run with the same concurrency.
+// the same run with the same concurrency; then both again one command at a time (sequential).
+// Also the CPU each process of the path spends per command in the fleet's concurrent run.
+// --profile: V8 CPU profiles of the fleet's services, summarised at the end.
 const crypto = require('node:crypto');
 const fs = require('node:fs');
 const os = require('node:os');
@@ -11,6 +13,7 @@ const path = require('node:path');
 const { createHistogram, performance } = require('node:perf_hooks');
 const { startFleet, freePort, ROOT } = require('@fleet/launcher');
 const { gatewayAdmin, dropDatabasesWithPrefix, deleteRedisKeys } = require('../lib/fleet-setup');
+const { cpuTimeMs } = require('../lib/proc');
 
 const SERVICES = ['device-registry', 'light-command', 'mqtt-bridge', 'gateway'];
 const POSTGRES_URL = process.env.POSTGRES_URL ?? 'postgresql://postgres@127.0.0.1:5432/postgres';
@@ -18,6 +21,10 @@ const REDIS_URL = process.env.REDIS_URL ?? 'redis://127.0.0.1:6379';
 const SECRET = 'Bench-Light-Sec!';
 /** BENCH_LIGHTS: how many simulated lights receive commands (default 20). */
 const LIGHT_COUNT = Number(process.env.BENCH_LIGHTS || 20);
+/** Targets of the issue: concurrent rate at least 0.3 of bare MQTT's; sequential to-device p50 and p99. */
+const TARGET_RATE_RATIO = 0.3;
+const TARGET_SEQUENTIAL_P50_MS = 3;
+const TARGET_SEQUENTIAL_P99_MS = 10;
 
 const deviceSim = () => require(path.join(ROOT, 'packages', 'device-sim', 'dist'));
 const mqttLib = () => require(require.resolve('mqtt', { paths: [path.join(ROOT, 'packages', 'device-sim')] }));
@@ -110,8 +117,30 @@ async function closedLoop({ label, lights, concurrency, durationSeconds, warmupS
   };
 }
 
+/** CPU time of each process of the path so far (ms), by name. */
+function cpuOf(pids) {
+  const out = {};
+  for (const [name, pid] of Object.entries(pids)) {
+    try {
+      out[name] = pid ? cpuTimeMs(pid) : null;
+    } catch {
+      out[name] = null;
+    }
+  }
+  return out;
+}
+
+/** CPU µs per command of each process between two cpuOf() readings. */
+function cpuPerCommand(before, after, commands) {
+  const out = {};
+  for (const name of Object.keys(before)) {
+    out[name] = before[name] === null || after[name] === null || commands === 0 ? null : Math.round(((after[name] - before[name]) * 1000) / commands);
+  }
+  return out;
+}
+
 async function run(ctx) {
-  const { connections, durationSeconds, warmupSeconds, log } = ctx;
+  const { connections, durationSeconds, warmupSeconds, log, profileDir } = ctx;
   const id = crypto.randomBytes(4).toString('hex');
   const databasePrefix = `fleet_bench_${id}_`;
   const redisKeyPrefix = `bench${id}:`;
@@ -143,8 +172,17 @@ async function run(ctx) {
     privateNats: true,
     // The global per-device ceiling (default 120 per minute) would cap the rate at 2/s per light:
     // lifted here so the bench measures the path, not the limit.
-    env: { LOG_LEVEL: process.env.BENCH_LOG_LEVEL || 'warn', REDIS_KEY_PREFIX: redisKeyPrefix, REDIS_URL, POSTGRES_URL, DEVICE_COMMAND_CEILING_PER_MIN: '100000000' },
+    env: {
+      LOG_LEVEL: process.env.BENCH_LOG_LEVEL || 'warn',
+      REDIS_KEY_PREFIX: redisKeyPrefix,
+      REDIS_URL,
+      POSTGRES_URL,
+      DEVICE_COMMAND_CEILING_PER_MIN: '100000000',
+      // --profile: every service writes a CPU profile (named by its instance) when it stops.
+      ...(profileDir ? { NODE_OPTIONS: `--require ${path.join(__dirname, '..', 'lib', 'cpu-profile-preload.js')}`, BENCH_CPU_PROFILE_DIR: profileDir } : {}),
+    },
   });
+  const pids = Object.fromEntries([...SERVICES.map((name) => [name, fleet.pidOf(name)]), ['mosquitto', fleet.mqttPid], ['nats-server', fleet.natsPid], ['bench client', process.pid]]);
   const gatewayDb = `${POSTGRES_URL.replace(/\/[^/]*$/, '')}/${databasePrefix}gateway`;
   const partner = await gatewayAdmin(gatewayDb, [
     'partner', 'create', '--name', `Bench lights ${id}`, '--permissions', 'all', '--access-all-devices', '--requests-per-min', '100000000', '--device-commands-per-min', '100000000',
@@ -190,26 +228,42 @@ async function run(ctx) {
   log(`bare MQTT publish → subscribe, run 1 (${step})...`);
   const bare1 = await closedLoop({ label: 'bare MQTT QoS 1 (1)', send: bareMqtt, ...settings });
   log(`fleet: HTTP → gateway → light-command → bridge → light (${step})...`);
+  const cpuBefore = cpuOf(pids);
   const viaGateway = await closedLoop({ label: 'POST .../commands via the fleet', send: viaFleet, ...settings });
+  // Over warm-up and run: commands counted in both.
+  const cpuPer = cpuPerCommand(cpuBefore, cpuOf(pids), Math.round(viaGateway.commands * (1 + warmupSeconds / durationSeconds)));
   log(`bare MQTT publish → subscribe, run 2 (${step})...`);
   const bare2 = await closedLoop({ label: 'bare MQTT QoS 1 (2)', send: bareMqtt, ...settings });
 
-  const problems = [bare1, viaGateway, bare2].filter((r) => r.failures > 0).map((r) => `${r.label}: ${r.failures} failures, e.g. ${r.first_failures.join('; ')}`);
+  const sequential = { ...settings, concurrency: 1 };
+  const seqStep = `${warmupSeconds} s warm-up + ${durationSeconds} s, one at a time`;
+  log(`sequential: bare MQTT (${seqStep})...`);
+  const bareSeq = await closedLoop({ label: 'bare MQTT QoS 1, sequential', send: bareMqtt, ...sequential });
+  log(`sequential: fleet (${seqStep})...`);
+  const fleetSeq = await closedLoop({ label: 'via the fleet, sequential', send: viaFleet, ...sequential });
+
+  const problems = [bare1, viaGateway, bare2, bareSeq, fleetSeq].filter((r) => r.failures > 0).map((r) => `${r.label}: ${r.failures} failures, e.g. ${r.first_failures.join('; ')}`);
   const bareRate = (bare1.commands_per_s + bare2.commands_per_s) / 2;
   const bareP50 = (bare1.latency_to_device_ms.p50 + bare2.latency_to_device_ms.p50) / 2;
   finished = problems.length === 0;
   return {
     bench: 'lights',
     title: 'Light commands through the fleet to simulated lights vs bare MQTT publish → subscribe',
-    settings: { connections, duration_s: durationSeconds, warmup_s: warmupSeconds, lights: LIGHT_COUNT, order: ['bare', 'fleet', 'bare'], device_command_ceiling_per_min: 100000000 },
-    runs: { bare: [bare1, bare2], fleet: [viaGateway] },
+    settings: { connections, duration_s: durationSeconds, warmup_s: warmupSeconds, lights: LIGHT_COUNT, order: ['bare', 'fleet', 'bare', 'bare sequential', 'fleet sequential'], device_command_ceiling_per_min: 100000000, cpu_profile: Boolean(profileDir) },
+    runs: { bare: [bare1, bare2], fleet: [viaGateway], sequential: { bare: bareSeq, fleet: fleetSeq } },
+    cpu_us_per_command: cpuPer,
     fleet_commands_per_s: viaGateway.commands_per_s,
     bare_commands_per_s: bareRate,
     rate_ratio: viaGateway.commands_per_s / bareRate,
     fleet_latency_to_device_ms: viaGateway.latency_to_device_ms,
     bare_latency_to_device_ms_p50: bareP50,
-    // Reported, not judged: the spec sets no target for this path.
-    pass: problems.length === 0,
+    sequential_latency_to_device_ms: fleetSeq.latency_to_device_ms,
+    targets: { rate_ratio: TARGET_RATE_RATIO, sequential_p50_ms: TARGET_SEQUENTIAL_P50_MS, sequential_p99_ms: TARGET_SEQUENTIAL_P99_MS },
+    pass:
+      problems.length === 0 &&
+      viaGateway.commands_per_s / bareRate >= TARGET_RATE_RATIO &&
+      fleetSeq.latency_to_device_ms.p50 <= TARGET_SEQUENTIAL_P50_MS &&
+      fleetSeq.latency_to_device_ms.p99 <= TARGET_SEQUENTIAL_P99_MS,
     invalid: problems.length ? problems : undefined,
   };
 }
@@ -227,10 +281,12 @@ function table(result) {
   ];
   return {
     head: ['run', 'commands/s', 'to device p50 ms', 'to device p99 ms', 'answer p50 ms', 'answer p99 ms', 'commands', 'failures'],
-    rows: [row(result.runs.bare[0]), row(result.runs.fleet[0]), row(result.runs.bare[1])],
+    rows: [row(result.runs.bare[0]), row(result.runs.fleet[0]), row(result.runs.bare[1]), row(result.runs.sequential.bare), row(result.runs.sequential.fleet)],
     notes: [
-      `${result.settings.lights} lights, ${result.settings.connections} commands in flight; "to device" = from sending the request (or MQTT publish) to the light receiving the payload; "answer" = until the HTTP 202 (or the PUBACK).`,
-      `fleet/bare command rate = ${result.rate_ratio.toFixed(3)}; fleet to-device p50 ${result.fleet_latency_to_device_ms.p50.toFixed(3)} ms vs bare ${result.bare_latency_to_device_ms_p50.toFixed(3)} ms   ${result.invalid ? 'INVALID (some commands failed)' : 'OK'}`,
+      `${result.settings.lights} lights, ${result.settings.connections} commands in flight (then one at a time); "to device" = from sending the request (or MQTT publish) to the light receiving the payload; "answer" = until the HTTP 202 (or the PUBACK).`,
+      `CPU µs per command (concurrent fleet run): ${Object.entries(result.cpu_us_per_command).map(([k, v]) => `${k} ${v ?? '?'}`).join(', ')}`,
+      `fleet/bare command rate = ${result.rate_ratio.toFixed(3)} (target ≥ ${result.targets.rate_ratio}); fleet to-device p50 ${result.fleet_latency_to_device_ms.p50.toFixed(3)} ms vs bare ${result.bare_latency_to_device_ms_p50.toFixed(3)} ms`,
+      `sequential to-device p50 ${result.sequential_latency_to_device_ms.p50.toFixed(3)} ms (target ≤ ${result.targets.sequential_p50_ms}), p99 ${result.sequential_latency_to_device_ms.p99.toFixed(3)} ms (target ≤ ${result.targets.sequential_p99_ms})   ${result.invalid ? 'INVALID (some commands failed)' : result.pass ? 'OK' : 'MISSED'}`,
     ],
   };
 }
