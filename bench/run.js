@@ -110,6 +110,8 @@ async function main() {
     const bench = BENCHES[name];
     const stamp = new Date().toISOString().replace(/[:.]/g, '-');
     const profileDir = values.profile ? path.join(RESULTS_DIR, 'profiles', `${name}-${stamp}`) : undefined;
+    // Children started with cpuprofile.PROFILE_NODE_OPTIONS write their profiles here.
+    if (profileDir) process.env.BENCH_CPU_PROFILE_DIR = profileDir;
     const machine = {
       cpus: os.cpus().length,
       cpu_model: os.cpus()[0]?.model,

@@ -7,16 +7,17 @@ const path = require('node:path');
 const { startPrivateFleet, gatewayAdmin, redisCpuReader } = require('../lib/fleet-setup');
 const { startBareExpress, memoryOf, cpuTimeMs, ownCpuTimeMs, machineBusyMs } = require('../lib/proc');
 const { measure } = require('../lib/load');
+const { PROFILE_NODE_OPTIONS } = require('../lib/cpuprofile');
 
 const TARGET_RATIO = 0.5;
 
 async function run(ctx) {
   const { connections, durationSeconds, warmupSeconds, rounds = 1, profileDir, log } = ctx;
   // --profile: both servers write a V8 CPU profile when they exit.
-  const profileOf = (who) => (profileDir ? `--cpu-prof --cpu-prof-dir=${path.join(profileDir, who)}` : undefined);
+  const profileOf = () => (profileDir ? PROFILE_NODE_OPTIONS : undefined);
   // BENCH_GATEWAY_NODE_OPTIONS: extra Node options for the gateway only (e.g. a --require preload
   // to try a change before making it); recorded in the results.
-  const gatewayNodeOptions = [profileOf('gateway'), process.env.BENCH_GATEWAY_NODE_OPTIONS].filter(Boolean).join(' ');
+  const gatewayNodeOptions = [profileOf(), process.env.BENCH_GATEWAY_NODE_OPTIONS].filter(Boolean).join(' ');
   const serviceEnv = gatewayNodeOptions ? { NODE_OPTIONS: gatewayNodeOptions } : {};
   if (profileDir) fs.mkdirSync(profileDir, { recursive: true });
 
@@ -41,7 +42,7 @@ async function run(ctx) {
     if (probe.status !== 200) throw new Error(`GET /v1/account answered ${probe.status}: ${probeText}`);
     const accountBody = JSON.parse(probeText);
 
-    bare = await startBareExpress(accountBody, { logFile: path.join(priv.logDir, 'bare-express.log'), nodeOptions: profileOf('bare') });
+    bare = await startBareExpress(accountBody, { logFile: path.join(priv.logDir, 'bare-express.log'), nodeOptions: profileOf() });
     ctx.onCleanup(bare.stop);
     const bareUrl = `${bare.url}/v1/account`;
     const bareText = await (await fetch(bareUrl)).text();

@@ -19,6 +19,7 @@ const { connect: natsConnect, JSONCodec } = require('nats');
 const { startNatsServer, startDynsecBroker, loadOrCreateAdminPassword, freePort, ROOT } = require('@fleet/launcher');
 const { deriveBrokerPassword } = require('@fleet/device-protocol');
 const { memoryOf, cpuTimeMs, ownCpuTimeMs, machineBusyMs } = require('../lib/proc');
+const { PROFILE_NODE_OPTIONS } = require('../lib/cpuprofile');
 
 const TARGET_RATIO = 0.5;
 const ROOT_SECRET = 'Bench-Bridge-Sec';
@@ -505,7 +506,7 @@ async function run(ctx) {
     let bridgeLog;
     const launchBridge = async ({ profile }) => {
       bridgeStarts += 1;
-      const nodeOptions = [profile && profileDir ? `--cpu-prof --cpu-prof-dir=${path.join(profileDir, 'mqtt-bridge')}` : undefined, process.env.BENCH_BRIDGE_NODE_OPTIONS].filter(Boolean).join(' ');
+      const nodeOptions = [profile && profileDir ? PROFILE_NODE_OPTIONS : undefined, process.env.BENCH_BRIDGE_NODE_OPTIONS].filter(Boolean).join(' ');
       bridgeLog = path.join(logDir, `mqtt-bridge-${bridgeStarts}.log`);
       bridge = await startBridge({ env: bridgeEnv, logFile: bridgeLog, nodeOptions: nodeOptions || undefined });
       return bridge;

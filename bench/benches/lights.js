@@ -14,6 +14,7 @@ const { createHistogram, performance } = require('node:perf_hooks');
 const { startFleet, freePort, ROOT } = require('@fleet/launcher');
 const { gatewayAdmin, dropDatabasesWithPrefix, deleteRedisKeys } = require('../lib/fleet-setup');
 const { cpuTimeMs } = require('../lib/proc');
+const { PROFILE_NODE_OPTIONS } = require('../lib/cpuprofile');
 
 const SERVICES = ['device-registry', 'light-command', 'mqtt-bridge', 'gateway'];
 const POSTGRES_URL = process.env.POSTGRES_URL ?? 'postgresql://postgres@127.0.0.1:5432/postgres';
@@ -179,7 +180,7 @@ async function run(ctx) {
       POSTGRES_URL,
       DEVICE_COMMAND_CEILING_PER_MIN: '100000000',
       // --profile: every service writes a CPU profile (named by its instance) when it stops.
-      ...(profileDir ? { NODE_OPTIONS: `--require ${path.join(__dirname, '..', 'lib', 'cpu-profile-preload.js')}`, BENCH_CPU_PROFILE_DIR: profileDir } : {}),
+      ...(profileDir ? { NODE_OPTIONS: PROFILE_NODE_OPTIONS } : {}),
     },
   });
   const pids = Object.fromEntries([...SERVICES.map((name) => [name, fleet.pidOf(name)]), ['mosquitto', fleet.mqttPid], ['nats-server', fleet.natsPid], ['bench client', process.pid]]);

@@ -21,6 +21,7 @@ const { pipeline } = require('node:stream/promises');
 const { startFleet, freePort } = require('@fleet/launcher');
 const { gatewayAdmin, dropDatabasesWithPrefix, deleteRedisKeys, databaseUrl } = require('../lib/fleet-setup');
 const { memoryOf, cpuTimesMs, ownCpuTimeMs, machineBusyMs, startBaseline } = require('../lib/proc');
+const { PROFILE_NODE_OPTIONS } = require('../lib/cpuprofile');
 
 /** The upload route needs the gateway and system-files; the gateway's partner routes expect the registry. */
 const SERVICES = ['device-registry', 'system-files', 'gateway'];
@@ -235,7 +236,7 @@ async function uploadRun({ label, count, fileBytes, prefix, upload, remove, serv
 async function run(ctx) {
   const { log, rounds = 1, profileDir } = ctx;
   // --profile: every service and the sink write a V8 CPU profile when they exit.
-  const profileOf = (who) => (profileDir ? `--cpu-prof --cpu-prof-dir=${path.join(profileDir, who)}` : undefined);
+  const profileOf = () => (profileDir ? PROFILE_NODE_OPTIONS : undefined);
   if (profileDir) fs.mkdirSync(profileDir, { recursive: true });
   const uploads = Math.max(1, Math.floor(ctx.uploads ?? 6));
   if (!Number.isFinite(FILE_MB) || FILE_MB <= 0) throw new Error('BENCH_UPLOAD_MB must be a positive number of MB');
@@ -296,14 +297,14 @@ async function run(ctx) {
     // A nats-server of the run's own: system-files' durable consumer of DEVICE_IN must not take
     // messages of another fleet on the machine's NATS.
     privateNats: true,
-    env: { LOG_LEVEL: logLevel, REDIS_KEY_PREFIX: redisKeyPrefix, REDIS_URL, POSTGRES_URL, ...(profileDir ? { NODE_OPTIONS: profileOf('services') } : {}) },
+    env: { LOG_LEVEL: logLevel, REDIS_KEY_PREFIX: redisKeyPrefix, REDIS_URL, POSTGRES_URL, ...(profileDir ? { NODE_OPTIONS: profileOf() } : {}) },
   });
   const gatewayDb = databaseUrl(`${databasePrefix}gateway`);
   const partner = await gatewayAdmin(gatewayDb, ['partner', 'create', '--name', `Bench upload ${id}`, '--permissions', 'file_upload,file_delete', '--requests-per-min', '100000000']);
   const { key } = await gatewayAdmin(gatewayDb, ['key', 'issue', '--partner', partner.id]);
   const auth = { authorization: `Bearer ${key}` };
 
-  sink = await startUploadSink(sinkDir, path.join(logDir, 'bare-upload-sink.log'), profileOf('bare'));
+  sink = await startUploadSink(sinkDir, path.join(logDir, 'bare-upload-sink.log'), profileOf());
   const gatewayPid = fleet.pidOf('gateway');
   const systemFilesPid = fleet.pidOf('system-files');
 

@@ -70,7 +70,10 @@ function print(summary, write = (s) => process.stdout.write(s)) {
   for (const f of summary.byFunction) write(`    ${String(f.pct).padStart(5)}%  ${String(f.ms).padStart(7)} ms  ${f.fn}\n`);
 }
 
-module.exports = { summarise, print };
+/** NODE_OPTIONS that profile a child process (Node refuses --cpu-prof there); see cpu-profile-preload.js. */
+const PROFILE_NODE_OPTIONS = `--require ${path.join(__dirname, 'cpu-profile-preload.js')}`;
+
+module.exports = { PROFILE_NODE_OPTIONS, summarise, print };
 
 if (require.main === module) {
   for (const file of process.argv.slice(2)) print(summarise(file, { top: 40 }));
