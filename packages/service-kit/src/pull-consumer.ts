@@ -12,6 +12,12 @@ export interface PullConsumerOptions {
    * next one's decoding; only for messages whose batches may commit in any order.
    */
   concurrentBatches?: number;
+  /**
+   * How long a batch that is not full may wait for more messages (default 0: handled at once).
+   * For work that costs the same per batch whatever its size (one statement), under a trickle
+   * of messages: fewer, larger batches, at the price of that much delay.
+   */
+  lingerMs?: number;
   /** Seconds a delivered message may stay unacknowledged before JetStream redelivers it (default 30). */
   ackWaitS?: number;
   /**
@@ -100,10 +106,14 @@ export class DurablePullConsumer {
         const inFlight = new Set<Promise<void>>();
         const concurrent = Math.max(1, this.options.concurrentBatches ?? 1);
         let wake: (() => void) | undefined;
+        const lingerMs = this.options.lingerMs ?? 0;
+        /** When the oldest message now buffered arrived (0: a batch was cut and more were waiting). */
+        let oldestAt = 0;
         messages = await consumer.consume({
           max_messages: this.options.batch * (concurrent + 1),
           expires: 5000,
           callback: (m) => {
+            if (buffer.length === 0) oldestAt = Date.now();
             buffer.push(m);
             wake?.();
           },
@@ -115,9 +125,10 @@ export class DurablePullConsumer {
           wake?.();
         });
         while (this.running && !ended) {
-          if (buffer.length === 0 || inFlight.size >= concurrent) {
+          const lingering = lingerMs > 0 && buffer.length > 0 && buffer.length < this.options.batch ? oldestAt + lingerMs - Date.now() : 0;
+          if (buffer.length === 0 || inFlight.size >= concurrent || lingering > 0) {
             await new Promise<void>((resolve) => {
-              const timer = setTimeout(resolve, 500);
+              const timer = setTimeout(resolve, lingering > 0 ? lingering : 500);
               wake = () => {
                 clearTimeout(timer);
                 resolve();
@@ -126,7 +137,9 @@ export class DurablePullConsumer {
             wake = undefined;
             continue;
           }
-          const handled: Promise<void> = this.handle(buffer.splice(0, this.options.batch)).then(() => {
+          const cut = buffer.splice(0, this.options.batch);
+          oldestAt = 0;
+          const handled: Promise<void> = this.handle(cut).then(() => {
             inFlight.delete(handled);
             failures = 0;
             wake?.();

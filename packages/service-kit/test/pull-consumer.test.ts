@@ -49,6 +49,39 @@ describe('DurablePullConsumer', () => {
     expect(failOnce).toBe(false);
   });
 
+  it('with lingerMs, gathers a trickle of messages into one batch, and handles a full batch at once', async () => {
+    const jsm = await nc.jetstreamManager();
+    await jsm.streams.add({ name: 'S_LINGER', subjects: ['linger.>'] });
+    const batches: { values: string[]; at: number }[] = [];
+    const consumer = new DurablePullConsumer(nc, {
+      stream: 'S_LINGER',
+      durable: 'lingering',
+      filterSubject: 'linger.>',
+      batch: 5,
+      lingerMs: 400,
+      logger: createLogger('test', 'silent'),
+      process: async (messages) => {
+        batches.push({ values: messages.map((m) => sc.decode(m.data)), at: Date.now() });
+      },
+    });
+    consumer.start();
+    const js = nc.jetstream();
+    const started = Date.now();
+    for (const v of ['a', 'b', 'c']) {
+      await js.publish(`linger.${v}`, sc.encode(v));
+      await new Promise((r) => setTimeout(r, 50));
+    }
+    await waitFor(() => batches.length === 1, { timeoutMs: 5000, what: 'the lingered batch' });
+    expect(batches[0]?.values).toEqual(['a', 'b', 'c']);
+    expect((batches[0]?.at ?? 0) - started).toBeGreaterThanOrEqual(350);
+    // A full batch does not wait.
+    const fullFrom = Date.now();
+    await Promise.all(['d', 'e', 'f', 'g', 'h'].map((v) => js.publish(`linger.${v}`, sc.encode(v))));
+    await waitFor(() => batches.flatMap((b) => b.values).length === 8, { timeoutMs: 5000, what: 'the full batch' });
+    expect((batches.at(-1)?.at ?? 0) - fullFrom).toBeLessThan(350);
+    await consumer.stop();
+  });
+
   it('keeps its position but reads what it is now told to when an earlier version left it with another filter', async () => {
     const jsm = await nc.jetstreamManager();
     await jsm.streams.add({ name: 'S2', subjects: ['ev.>'] });

@@ -26,11 +26,14 @@ export function stateReportOf(subject: string, headers: { get(name: string): str
   return { deviceId, channel, payload: Buffer.from(data).toString('utf8'), updatedAt };
 }
 
-/** Keeps the last reported state per light channel (DEVICE_IN, durable `light-command-state`). */
+/** Keeps the last reported state per light channel (DEVICE_IN, durable `light-command-state`), within about 50 ms of the report. */
 export function stateConsumer(nc: NatsConnection, db: LightDb, options: StateConsumerOptions, logger: Logger): DurablePullConsumer {
   return new DurablePullConsumer(nc, {
     ...options,
     batch: 500,
+    // A light reports its state after every command: one upsert per 50 ms of reports instead of
+    // one per report keeps that write off the path of the commands that follow.
+    lingerMs: 50,
     logger,
     process: async (messages) => {
       const reports: StateReport[] = [];
