@@ -2,7 +2,8 @@ import { ConflictError, NotFoundError } from '@fleet/service-kit';
 import { randomDeviceId, testSubject, uniqueId } from '@fleet/test-kit';
 import type { DeviceSummary, RequestEnvelope } from '@fleet/contracts';
 import { routes as realRoutes } from '../src/routes/table';
-import type { RouteDef } from '../src/routes/types';
+import { routeId, type RouteDef } from '../src/routes/types';
+import { IdempotencyStore } from '../src/idempotency';
 import { call, startTestGateway, type TestGateway } from './support/harness';
 
 // Synthetic rows exercise every pipeline behaviour the domain routes will rely on; their
@@ -248,6 +249,23 @@ describe('idempotency', () => {
     expect(third.status).toBe(202);
     const fourth = await call(gw.url, 'POST', `/v1/devices/${device}/pokes`, { key: q.key, headers });
     expect([fourth.status, fourth.body.code, fourth.headers.get('ratelimit-remaining')]).toEqual([429, 'rate_limited', '0']);
+  });
+});
+
+describe('idempotency claim and request window in one round trip', () => {
+  it('answers 429 for a keyed request the full window refuses, and leaves its key unclaimed', async () => {
+    const q = await gw.partner(['--permissions', 'raw_commands', '--grant', '78', '--requests-per-min', '1']);
+    const device = light(78);
+    expect((await call(gw.url, 'POST', `/v1/devices/${device}/pokes`, { key: q.key, headers: { 'Idempotency-Key': `k-${uniqueId()}` } })).status).toBe(202);
+    const key = `k-${uniqueId()}`;
+    const refused = await call(gw.url, 'POST', `/v1/devices/${device}/pokes`, { key: q.key, headers: { 'Idempotency-Key': key } });
+    expect([refused.status, refused.body.code]).toEqual([429, 'rate_limited']);
+    const store = new IdempotencyStore(gw.redis, { keyPrefix: `${gw.unique}:idem:` });
+    const claimed = store.redisKey(`${q.id}:${routeId({ method: 'POST', path: '/v1/devices/{device_id}/pokes' })}`, key);
+    expect(await gw.redis.exists(claimed)).toBe(0);
+    // An invalid key is refused as 429 too once the window is full (the window comes first).
+    const invalid = await call(gw.url, 'POST', `/v1/devices/${device}/pokes`, { key: q.key, headers: { 'Idempotency-Key': 'has space' } });
+    expect(invalid.status).toBe(429);
   });
 });
 

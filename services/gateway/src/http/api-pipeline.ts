@@ -3,7 +3,7 @@ import type { DeviceSummary, Permission, Principal } from '@fleet/contracts';
 import { ApiError, ForbiddenError, NotFoundError, RateLimitedError, ServiceUnavailableError, UnauthorizedError, ValidationError, fromEnvelopeError, warnIfFails, type Bus, type Logger } from '@fleet/service-kit';
 import { bearerToken, type Authenticator } from '../auth/authenticator';
 import { accountBody } from '../handlers/account';
-import { isValidIdempotencyKey, requestFingerprint, type IdempotencyStore, type StoredResponse } from '../idempotency';
+import { isValidIdempotencyKey, requestFingerprint, type BeginResult, type IdempotencyStore, type StoredResponse } from '../idempotency';
 import { rateLimitHeaders, requestWindowFor, windowsFor, type HitResult, type LimitClass, type LimitSettings, type SlidingWindowLimiter, type WindowSpec, type WindowState } from '../limits';
 import type { ScopeResolver } from '../scope/scope-resolver';
 import { routeId, type RouteDef } from '../routes/types';
@@ -68,14 +68,13 @@ export function apiPipeline(deps: PipelineDeps) {
     const idempotencyKey = route.idempotent ? req.get('Idempotency-Key') : undefined;
     let held: { scope: string; key: string; fingerprint: string } | undefined;
     if (idempotencyKey !== undefined) {
-      // A replay spends from the request window like any request, before it is answered.
-      await spend.requestWindow();
       if (!isValidIdempotencyKey(idempotencyKey)) {
+        await spend.requestWindow();
         throw new ValidationError("invalid 'Idempotency-Key': 1 to 255 printable ASCII characters");
       }
       const scope = `${principal.partner_id}:${routeId(route)}`;
       const fingerprint = requestFingerprint({ method: req.method, path: req.path, query: req.query, body: bodyForFingerprint(rawBody) });
-      const begun = await dependency(deps.idempotency.begin(scope, idempotencyKey, fingerprint));
+      const begun = await claimKeyAndSpendWindow(deps, spend, scope, idempotencyKey, fingerprint);
       if (begun.kind === 'replay') {
         writeOutcome(res, route, begun.response, true);
         return;
@@ -101,6 +100,33 @@ export function apiPipeline(deps: PipelineDeps) {
       throw err;
     }
   };
+}
+
+/**
+ * The idempotency claim and the request window in one round trip: both commands are sent
+ * together. A replay spends from the request window like any request, and a full window
+ * answers 429 ahead of everything else, so the claim of a request the window refused is
+ * released.
+ */
+async function claimKeyAndSpendWindow(deps: PipelineDeps, spend: RequestSpend, scope: string, key: string, fingerprint: string): Promise<BeginResult> {
+  const [windowRefusal, claim] = await Promise.all([
+    spend.requestWindow().then(
+      () => undefined,
+      (err: unknown) => err ?? new Error('request window'),
+    ),
+    dependency(deps.idempotency.begin(scope, key, fingerprint)).then(
+      (begun) => ({ begun }),
+      (err: unknown) => ({ err }),
+    ),
+  ]);
+  if (windowRefusal !== undefined) {
+    if ('begun' in claim && claim.begun.kind === 'started') {
+      await deps.idempotency.release(scope, key).catch(warnIfFails(deps.logger, 'releasing the idempotency key'));
+    }
+    throw windowRefusal;
+  }
+  if ('err' in claim) throw claim.err;
+  return claim.begun;
 }
 
 /**
