@@ -5,19 +5,12 @@
 // one at a time; BENCH_CONNECTIVITY_DEVICES). The baseline, measured in the same run on the same broker, is a
 // plain MQTT subscriber receiving that `online`. A second set of meters asks for a live reading
 // the moment `online` is acknowledged and counts the answers (every one should be 202).
-const crypto = require('node:crypto');
-const fs = require('node:fs');
-const os = require('node:os');
-const path = require('node:path');
 const { createHistogram, performance } = require('node:perf_hooks');
-const { startFleet, freePort } = require('@fleet/launcher');
 const { deriveBrokerPassword } = require('@fleet/device-protocol');
 const mqtt = require('mqtt');
-const { gatewayAdmin, dropDatabasesWithPrefix, deleteRedisKeys } = require('../lib/fleet-setup');
+const { gatewayAdmin, startPrivateFleet } = require('../lib/fleet-setup');
 
 const SERVICES = ['device-registry', 'mqtt-bridge', 'meter', 'gateway'];
-const POSTGRES_URL = process.env.POSTGRES_URL ?? 'postgresql://postgres@127.0.0.1:5432/postgres';
-const REDIS_URL = process.env.REDIS_URL ?? 'redis://127.0.0.1:6379';
 const SECRET = 'Bench-Conn-Secr!';
 /** BENCH_CONNECTIVITY_DEVICES: meters measured one at a time (default 100). */
 const DEVICE_COUNT = Number(process.env.BENCH_CONNECTIVITY_DEVICES || 100);
@@ -49,41 +42,21 @@ async function connectMeter(brokerUrl, deviceId) {
 async function run(ctx) {
   const { log } = ctx;
   const deviceCount = DEVICE_COUNT;
-  const id = crypto.randomBytes(4).toString('hex');
-  const databasePrefix = `fleet_bench_${id}_`;
-  const redisKeyPrefix = `bench${id}:`;
-  const workDir = fs.mkdtempSync(path.join(os.tmpdir(), `fleet-bench-conn-${id}-`));
-  const logDir = path.join(workDir, 'logs');
   const clients = [];
-  let fleet;
   let watcher;
   let finished = false;
+  log(`starting ${SERVICES.join(', ')} (own nats-server, broker, databases, Redis prefix)...`);
+  const priv = await startPrivateFleet({ services: SERVICES, privateNats: true, logLevel: process.env.BENCH_LOG_LEVEL || 'warn' });
+  const { fleet, id } = priv;
   ctx.onCleanup(async () => {
     await Promise.all(clients.map((c) => c.endAsync(true).catch(() => undefined)));
     if (watcher) await watcher.endAsync(true).catch(() => undefined);
-    if (fleet) await fleet.stop().catch(() => undefined);
-    await dropDatabasesWithPrefix(databasePrefix).catch(() => undefined);
-    await deleteRedisKeys(redisKeyPrefix).catch(() => undefined);
-    if (finished) fs.rmSync(workDir, { recursive: true, force: true });
-    else process.stderr.write(`bench logs kept in ${logDir}\n`);
+    await priv.cleanup({ keepLogs: !finished });
   });
-
-  log(`starting ${SERVICES.join(', ')} (own nats-server, broker, databases, Redis prefix)...`);
-  fleet = await startFleet({
-    services: SERVICES,
-    databasePrefix,
-    gatewayPort: await freePort(),
-    logDir,
-    mqttPort: 0,
-    mqttDataDir: path.join(workDir, 'mosquitto'),
-    privateNats: true,
-    env: { LOG_LEVEL: process.env.BENCH_LOG_LEVEL || 'warn', REDIS_KEY_PREFIX: redisKeyPrefix, REDIS_URL, POSTGRES_URL },
-  });
-  const gatewayDb = `${POSTGRES_URL.replace(/\/[^/]*$/, '')}/${databasePrefix}gateway`;
-  const partner = await gatewayAdmin(gatewayDb, [
+  const partner = await gatewayAdmin(priv.gatewayDatabaseUrl, [
     'partner', 'create', '--name', `Bench connectivity ${id}`, '--permissions', 'all', '--access-all-devices', '--requests-per-min', '100000000',
   ]);
-  const { key } = await gatewayAdmin(gatewayDb, ['key', 'issue', '--partner', partner.id]);
+  const { key } = await gatewayAdmin(priv.gatewayDatabaseUrl, ['key', 'issue', '--partner', partner.id]);
   const headers = { authorization: `Bearer ${key}`, 'content-type': 'application/json' };
   const api = async (method, route, body) => {
     const res = await fetch(`${fleet.gatewayUrl}${route}`, { method, headers, body: body === undefined ? undefined : JSON.stringify(body) });

@@ -7,18 +7,14 @@
 // Also the CPU each process of the path spends per command in the fleet's concurrent run.
 // --profile: V8 CPU profiles of the fleet's services, summarised at the end.
 const crypto = require('node:crypto');
-const fs = require('node:fs');
-const os = require('node:os');
 const path = require('node:path');
 const { createHistogram, performance } = require('node:perf_hooks');
-const { startFleet, freePort, ROOT } = require('@fleet/launcher');
-const { gatewayAdmin, dropDatabasesWithPrefix, deleteRedisKeys } = require('../lib/fleet-setup');
+const { ROOT } = require('@fleet/launcher');
+const { gatewayAdmin, startPrivateFleet } = require('../lib/fleet-setup');
 const { cpuTimeMs } = require('../lib/proc');
 const { PROFILE_NODE_OPTIONS } = require('../lib/cpuprofile');
 
 const SERVICES = ['device-registry', 'light-command', 'mqtt-bridge', 'gateway'];
-const POSTGRES_URL = process.env.POSTGRES_URL ?? 'postgresql://postgres@127.0.0.1:5432/postgres';
-const REDIS_URL = process.env.REDIS_URL ?? 'redis://127.0.0.1:6379';
 const SECRET = 'Bench-Light-Sec!';
 /** BENCH_LIGHTS: how many simulated lights receive commands (default 20). */
 const LIGHT_COUNT = Number(process.env.BENCH_LIGHTS || 20);
@@ -142,53 +138,33 @@ function cpuPerCommand(before, after, commands) {
 
 async function run(ctx) {
   const { connections, durationSeconds, warmupSeconds, log, profileDir } = ctx;
-  const id = crypto.randomBytes(4).toString('hex');
-  const databasePrefix = `fleet_bench_${id}_`;
-  const redisKeyPrefix = `bench${id}:`;
-  const workDir = fs.mkdtempSync(path.join(os.tmpdir(), `fleet-bench-lights-${id}-`));
-  const logDir = path.join(workDir, 'logs');
   const lights = [];
-  let fleet;
   let baselineClient;
   let finished = false;
-  const cleanup = async () => {
-    await Promise.all(lights.map((l) => l.stop().catch(() => undefined)));
-    if (baselineClient) await baselineClient.endAsync().catch(() => undefined);
-    if (fleet) await fleet.stop().catch(() => undefined);
-    await dropDatabasesWithPrefix(databasePrefix).catch(() => undefined);
-    await deleteRedisKeys(redisKeyPrefix).catch(() => undefined);
-    if (finished) fs.rmSync(workDir, { recursive: true, force: true });
-    else process.stderr.write(`bench logs kept in ${logDir}\n`);
-  };
-  ctx.onCleanup(cleanup);
-
   log(`starting ${SERVICES.join(', ')} (own nats-server, broker, databases, Redis prefix)...`);
-  fleet = await startFleet({
+  const priv = await startPrivateFleet({
     services: SERVICES,
-    databasePrefix,
-    gatewayPort: await freePort(),
-    logDir,
-    mqttPort: 0,
-    mqttDataDir: path.join(workDir, 'mosquitto'),
     privateNats: true,
-    // The global per-device ceiling (default 120 per minute) would cap the rate at 2/s per light:
-    // lifted here so the bench measures the path, not the limit.
-    env: {
-      LOG_LEVEL: process.env.BENCH_LOG_LEVEL || 'warn',
-      REDIS_KEY_PREFIX: redisKeyPrefix,
-      REDIS_URL,
-      POSTGRES_URL,
+    logLevel: process.env.BENCH_LOG_LEVEL || 'warn',
+    serviceEnv: {
+      // The global per-device ceiling (default 120 per minute) would cap the rate at 2/s per light:
+      // lifted here so the bench measures the path, not the limit.
       DEVICE_COMMAND_CEILING_PER_MIN: '100000000',
       // --profile: every service writes a CPU profile (named by its instance) when it stops.
       ...(profileDir ? { NODE_OPTIONS: PROFILE_NODE_OPTIONS } : {}),
     },
   });
+  const { fleet, id } = priv;
+  ctx.onCleanup(async () => {
+    await Promise.all(lights.map((l) => l.stop().catch(() => undefined)));
+    if (baselineClient) await baselineClient.endAsync().catch(() => undefined);
+    await priv.cleanup({ keepLogs: !finished });
+  });
   const pids = Object.fromEntries([...SERVICES.map((name) => [name, fleet.pidOf(name)]), ['mosquitto', fleet.mqttPid], ['nats-server', fleet.natsPid], ['bench client', process.pid]]);
-  const gatewayDb = `${POSTGRES_URL.replace(/\/[^/]*$/, '')}/${databasePrefix}gateway`;
-  const partner = await gatewayAdmin(gatewayDb, [
+  const partner = await gatewayAdmin(priv.gatewayDatabaseUrl, [
     'partner', 'create', '--name', `Bench lights ${id}`, '--permissions', 'all', '--access-all-devices', '--requests-per-min', '100000000', '--device-commands-per-min', '100000000',
   ]);
-  const { key } = await gatewayAdmin(gatewayDb, ['key', 'issue', '--partner', partner.id]);
+  const { key } = await gatewayAdmin(priv.gatewayDatabaseUrl, ['key', 'issue', '--partner', partner.id]);
   const headers = { authorization: `Bearer ${key}`, 'content-type': 'application/json' };
 
   log(`provisioning and connecting ${LIGHT_COUNT} simulated lights...`);

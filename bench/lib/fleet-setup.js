@@ -21,12 +21,13 @@ function databaseUrl(name) {
 
 /**
  * Starts the named services with a unique database prefix and Redis key prefix.
- * `serviceEnv` is added to every service's environment (e.g. NODE_OPTIONS for profiling).
+ * `serviceEnv` is added to every service's environment (e.g. NODE_OPTIONS for profiling);
+ * `privateNats` starts a nats-server for this fleet alone.
  * Returns { fleet, id, databasePrefix, redisKeyPrefix, logDir, gatewayDatabaseUrl, cleanup }.
  * cleanup({ keepLogs }) stops the services, drops the databases, deletes the Redis keys and
  * removes the work folder (unless keepLogs); it is safe to call more than once.
  */
-async function startPrivateFleet({ services, serviceEnv = {}, logLevel = 'warn' }) {
+async function startPrivateFleet({ services, serviceEnv = {}, logLevel = 'warn', privateNats = false }) {
   const id = crypto.randomBytes(4).toString('hex');
   const databasePrefix = `fleet_bench_${id}_`;
   const redisKeyPrefix = `bench${id}:`;
@@ -57,6 +58,8 @@ async function startPrivateFleet({ services, serviceEnv = {}, logLevel = 'warn' 
       // The launcher may start an MQTT broker of its own: keep its files apart from other fleets'.
       mqttPort: 0,
       mqttDataDir: path.join(workDir, 'mosquitto'),
+      // privateNats: a nats-server of the fleet's own, so its streams and load are the bench's alone.
+      privateNats,
       env: { LOG_LEVEL: logLevel, REDIS_KEY_PREFIX: redisKeyPrefix, REDIS_URL, POSTGRES_URL, ...serviceEnv },
     });
   } catch (err) {
