@@ -7,6 +7,7 @@
 // Also the CPU each process of the path spends per command in the fleet's concurrent run.
 // --profile: V8 CPU profiles of the fleet's services, summarised at the end.
 const crypto = require('node:crypto');
+const http = require('node:http');
 const path = require('node:path');
 const { createHistogram, performance } = require('node:perf_hooks');
 const { ROOT } = require('@fleet/launcher');
@@ -114,6 +115,21 @@ async function closedLoop({ label, lights, concurrency, durationSeconds, warmupS
   };
 }
 
+/** POSTs a JSON body and resolves once the answer is read; rejects unless it is 202. */
+function postJson(agent, url, headers, body) {
+  const data = JSON.stringify(body);
+  return new Promise((resolve, reject) => {
+    const req = http.request(url, { method: 'POST', agent, headers: { ...headers, 'content-length': Buffer.byteLength(data) } }, (res) => {
+      let text = '';
+      res.setEncoding('utf8');
+      res.on('data', (chunk) => (text += chunk));
+      res.on('end', () => (res.statusCode === 202 ? resolve() : reject(new Error(`POST commands answered ${res.statusCode}: ${text}`))));
+    });
+    req.on('error', reject);
+    req.end(data);
+  });
+}
+
 /** CPU time of each process of the path so far (ms), by name. */
 function cpuOf(pids) {
   const out = {};
@@ -140,6 +156,7 @@ async function run(ctx) {
   const { connections, durationSeconds, warmupSeconds, log, profileDir } = ctx;
   const lights = [];
   let baselineClient;
+  let agent;
   let finished = false;
   log(`starting ${SERVICES.join(', ')} (own nats-server, broker, databases, Redis prefix)...`);
   const priv = await startPrivateFleet({
@@ -158,6 +175,7 @@ async function run(ctx) {
   ctx.onCleanup(async () => {
     await Promise.all(lights.map((l) => l.stop().catch(() => undefined)));
     if (baselineClient) await baselineClient.endAsync().catch(() => undefined);
+    agent?.destroy();
     await priv.cleanup({ keepLogs: !finished });
   });
   const pids = Object.fromEntries([...SERVICES.map((name) => [name, fleet.pidOf(name)]), ['mosquitto', fleet.mqttPid], ['nats-server', fleet.natsPid], ['bench client', process.pid]]);
@@ -184,11 +202,10 @@ async function run(ctx) {
   const arrival = arrivals(lights);
   const settings = { lights, concurrency: connections, durationSeconds, warmupSeconds, arrival };
 
-  const viaFleet = async (deviceId, payload) => {
-    const res = await fetch(`${fleet.gatewayUrl}/v1/devices/${deviceId}/commands`, { method: 'POST', headers, body: JSON.stringify({ channel: 'light1', payload }) });
-    const text = await res.text();
-    if (res.status !== 202) throw new Error(`POST commands answered ${res.status}: ${text}`);
-  };
+  // node:http with keep-alive rather than fetch: the load generator shares the machine's cores
+  // with the fleet, and fetch costs several times the CPU of a plain request here.
+  agent = new http.Agent({ keepAlive: true, maxSockets: connections });
+  const viaFleet = (deviceId, payload) => postJson(agent, `${fleet.gatewayUrl}/v1/devices/${deviceId}/commands`, headers, { channel: 'light1', payload });
   const mqtt = mqttLib();
   baselineClient = await mqtt.connectAsync(fleet.mqttUrl, {
     clientId: `bench-baseline-${id}`,
