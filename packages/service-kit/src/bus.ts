@@ -87,6 +87,10 @@ export class Bus {
       name: options.service,
       maxReconnectAttempts: -1,
       reconnectTimeWait: 500,
+      // nats.js would build an Error (a stack trace) and a timeout error for every request up
+      // front, for a richer stack on failure: a measurable share of a command's CPU. Failures
+      // are logged with their subject and request id instead.
+      noAsyncTraces: true,
     });
     const bus = new Bus(connection, options);
     void bus.watchStatus();
