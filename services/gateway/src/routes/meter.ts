@@ -247,7 +247,9 @@ export const meterRoutes: RouteDef[] = [
     summary: 'Ask a meter what it reads now',
     description:
       'Stores nothing and closes no interval. Poll the Location every second or two until state is not `pending`; the outcome is final within 30 seconds. ' +
-      'At most one request per meter every 10 seconds, whoever asks (429 with Retry-After).',
+      'At most one request per meter every 10 seconds, whoever asks (429 with Retry-After). ' +
+      'A meter counts as connected from its first message: asked right after it (its `online` just acknowledged by the broker), ' +
+      'the request waits up to half a second for the platform to receive that message rather than answering 409 `device_offline`.',
     permission: 'energy_read',
     target: { subject: 'meter.sample.create' },
     device: meter,
