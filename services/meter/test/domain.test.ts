@@ -6,7 +6,7 @@ import { storedRow } from '../src/domain/ingest-plan';
 import { deriveFields, parseRecord, QUARANTINE_REASONS } from '../src/domain/record';
 import { parseAck, parseLive } from '../src/domain/requests';
 import { summarizeRows, type SummaryRow } from '../src/domain/summary';
-import { recordView, type RecordRow } from '../src/domain/view';
+import { pageViews, RECORD_FIELDS } from '../src/domain/view';
 
 const DEV = '0123456789AB';
 const RECEIVED = new Date('2026-06-01T12:00:05Z');
@@ -47,7 +47,7 @@ describe('interval record parsing', () => {
     expect(r.i).toEqual({ avg: 0.333333, min: 0.166667, max: 0.666667 });
     expect(r.p).toEqual({ avg: 33.333333, min: 3.333333, max: 66.666667 });
     expect(r.v).toEqual({ avg: 230.1, min: 228.4, max: 231.9 });
-    const view = recordView(rowOf(r));
+    const view = viewOf(r);
     expect(view.energy_wh).toEqual({ first: 41152.233333, last: 41175.2 });
     expect(view.ct_turns).toBe(3);
   });
@@ -111,7 +111,7 @@ describe('interval record parsing', () => {
     expect(a.sid).toBe(b.sid);
     expect(a.sid).not.toBe(c.sid);
     expect(a.seq).toBe(-1);
-    const view = recordView(rowOf(a));
+    const view = viewOf(a);
     expect(view.sid).toBeNull();
     expect(view.seq).toBeNull();
   });
@@ -320,10 +320,16 @@ describe('acknowledgements and live answers', () => {
   });
 });
 
-/** The record as the store keeps it (its insert row) and reads it back (RecordRow). */
-function rowOf(r: ReturnType<typeof parseRecord>): RecordRow {
-  const { device_id: _device, energy_used_wh: _energy, ...row } = storedRow(r, deriveFields(r, null));
-  return { arrival_seq: 1, ...row };
+/** The record as the store keeps it (its insert row) and lists it (an array of RECORD_FIELDS). */
+function viewOf(r: ReturnType<typeof parseRecord>): Record<string, unknown> {
+  const row: Record<string, unknown> = { arrival_seq: 1, ...storedRow(r, deriveFields(r, null)) };
+  const valueOf = (f: (typeof RECORD_FIELDS)[number]): unknown =>
+    f === 'start_ms' ? (r.startAt?.getTime() ?? null) : f === 'received_ms' ? r.receivedAt.getTime() : row[f];
+  const fields = RECORD_FIELDS.map((f) => {
+    const v = valueOf(f);
+    return typeof v === 'boolean' ? Number(v) : (v as string | number | null);
+  });
+  return pageViews([fields])[0] as Record<string, unknown>;
 }
 
 describe('records from before a clear', () => {

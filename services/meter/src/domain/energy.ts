@@ -1,6 +1,8 @@
 import { DateTime, IANAZone } from 'luxon';
 import { ValidationError } from '@fleet/service-kit';
 import { round6 } from './record';
+import { isoOffset, isoWriter } from './iso-time';
+import { offsetsOf, type ZoneOffsets } from './zone-offsets';
 
 /**
  * Energy buckets: whole local hours or days of an IANA zone (UTC when none is given). A day
@@ -20,11 +22,16 @@ export function parseBucket(value: unknown): BucketWidth {
   throw new ValidationError("invalid 'bucket': 'hour' or 'day'");
 }
 
+/** Zone names found valid (a few hundred at most): checking one builds an Intl formatter, slow. */
+const validZones = new Set<string>();
+
 export function parseZone(value: unknown): string | undefined {
   if (value === undefined) return undefined;
+  if (typeof value === 'string' && validZones.has(value)) return value;
   if (typeof value !== 'string' || value === '' || value.length > 64 || !IANAZone.isValidZone(value)) {
     throw new ValidationError("invalid 'tz': an IANA time zone name, e.g. Europe/Berlin");
   }
+  validZones.add(value);
   return value;
 }
 
@@ -44,47 +51,57 @@ export function bucketsFor(start: Date, end: Date, width: BucketWidth, zone: str
   const buckets: Bucket[] = [];
   let cursor = DateTime.fromMillis(start.getTime(), { zone: tz }).startOf(width).toMillis();
   if (!Number.isFinite(cursor) || !Number.isFinite(endMs)) throw new ValidationError("invalid 'start': outside the supported dates");
+  const offsets = zone === undefined ? UTC_OFFSETS : offsetsOf(zone);
+  const label = labeller(zone === undefined);
   while (cursor < endMs) {
     if (buckets.length >= MAX_BUCKETS - 1) {
       throw new ValidationError(`invalid range: more than ${MAX_BUCKETS - 1} ${width} buckets; ${width === 'hour' ? "use bucket 'day' or " : ''}narrow 'start' and 'end'`);
     }
-    const next = nextBoundary(cursor, width, tz);
+    const next = nextBoundary(cursor, width, offsets, tz);
     if (!(next > cursor)) throw new ValidationError("invalid 'end': outside the supported dates");
-    buckets.push({ start: cursor, end: next, label: isoWithOffset(cursor, tz, zone === undefined) });
+    buckets.push({ start: cursor, end: next, label: label(cursor, offsets.at(cursor)) });
     cursor = next;
   }
   return buckets;
 }
 
 const HOUR_MS = 3_600_000;
+const UTC_OFFSETS: ZoneOffsets = { at: () => 0 };
 
-function nextBoundary(at: number, width: BucketWidth, tz: IANAZone): number {
+function nextBoundary(at: number, width: BucketWidth, offsets: ZoneOffsets, tz: IANAZone): number {
   if (width === 'day') {
     // Local midnight of the next day (23 or 25 hours at DST changes): from the zone's offsets,
     // checked, with luxon's calendar arithmetic where midnight itself is skipped or repeated.
-    const local = new Date(at + tz.offset(at) * 60_000);
+    const local = new Date(at + offsets.at(at) * 60_000);
     const nextDateUtc = Date.UTC(local.getUTCFullYear(), local.getUTCMonth(), local.getUTCDate() + 1);
-    let guess = nextDateUtc - tz.offset(nextDateUtc) * 60_000;
-    guess = nextDateUtc - tz.offset(guess) * 60_000;
-    if (guess > at && guess + tz.offset(guess) * 60_000 === nextDateUtc) return guess;
+    let guess = nextDateUtc - offsets.at(nextDateUtc) * 60_000;
+    guess = nextDateUtc - offsets.at(guess) * 60_000;
+    if (guess > at && guess + offsets.at(guess) * 60_000 === nextDateUtc) return guess;
     return DateTime.fromMillis(at, { zone: tz }).plus({ days: 1 }).startOf('day').toMillis();
   }
   // An hour is 3600 s of real time; realign to the local hour where the zone's offset moves by
   // a fraction of an hour.
   const next = at + HOUR_MS;
-  const local = next + tz.offset(next) * 60_000;
+  const local = next + offsets.at(next) * 60_000;
   const misaligned = ((local % HOUR_MS) + HOUR_MS) % HOUR_MS;
   return misaligned === 0 || next - misaligned <= at ? next : next - misaligned;
 }
 
-/** The instant written in the zone's local time with its offset (`Z` for UTC buckets). */
-function isoWithOffset(at: number, tz: IANAZone, utc: boolean): string {
-  const offsetMin = tz.offset(at);
-  const local = new Date(at + offsetMin * 60_000).toISOString().slice(0, 19);
-  if (utc) return `${local}Z`;
-  const sign = offsetMin < 0 ? '-' : '+';
-  const abs = Math.abs(offsetMin);
-  return `${local}${sign}${String(Math.floor(abs / 60)).padStart(2, '0')}:${String(abs % 60).padStart(2, '0')}`;
+/**
+ * Writes bucket starts in local time with their offset (`Z` for UTC buckets): the local time is
+ * the instant shifted by the offset, written as UTC to the second.
+ */
+function labeller(utc: boolean): (at: number, offsetMin: number) => string {
+  const iso = isoWriter('seconds');
+  let offset = Number.NaN;
+  let suffix = utc ? 'Z' : '';
+  return (at, offsetMin) => {
+    if (!utc && offsetMin !== offset) {
+      offset = offsetMin;
+      suffix = isoOffset(offsetMin);
+    }
+    return `${iso(at + offsetMin * 60_000)}${suffix}`;
+  };
 }
 
 /** Per-bucket sums as the store returns them: bucket index, Wh, counter records, resets. */

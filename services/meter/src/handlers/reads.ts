@@ -3,9 +3,10 @@ import { NotFoundError, ValidationError, type HandlerResult } from '@fleet/servi
 import { bucketsFor, energyPoints, energyTotal, parseBucket, parseZone } from '../domain/energy';
 import { encodeCursor, planIntervals, resolveWindow, SUMMARY_RANGE_CAP_MS, type StartKey } from '../domain/query';
 import { finishQuantity, QUANTITIES } from '../domain/summary';
-import { recordView, type RecordRow } from '../domain/view';
+import { pageViews, recordKey } from '../domain/view';
 import type { MeterDb } from '../store/prisma';
-import { energyByBucket, energySum, listByArrival, listByStart, listUnknownTime, summarySums } from '../store/records';
+import { listByArrival, listByStart, listUnknownTime } from '../store/records';
+import { energyByBucket, summarySums } from '../store/rollups';
 
 /** The meter this request is about: the gateway resolved it within the partner's scope; a light is 404. */
 export function meterOf(req: RequestEnvelope): string {
@@ -21,38 +22,39 @@ export async function listIntervals(db: MeterDb, req: RequestEnvelope, now = new
   const plan = planIntervals(req.query as Record<string, unknown>, deviceId, now);
   if (plan.mode === 'received') {
     const from = plan.afterArrival !== null ? { afterArrival: plan.afterArrival } : { receivedSince: plan.receivedSince as Date };
-    const { rows, epoch, hwm } = await listByArrival(db, deviceId, from, plan.limit);
+    const { records, epoch, hwm } = await listByArrival(db, deviceId, from, plan.limit);
     if (plan.afterArrival !== null && (plan.epoch !== epoch || plan.afterArrival > hwm)) {
       throw new ValidationError("invalid 'cursor': it predates a database restore; restart from 'received_since' and de-duplicate by sid and seq");
     }
-    const page = rows.slice(0, plan.limit);
+    const page = records.slice(0, plan.limit);
     const last = page.at(-1);
     // The bookmark: the last record returned, else where the caller already was, else everything stored so far.
-    const bookmark = last ? Number(last.arrival_seq) : (plan.afterArrival ?? hwm);
+    const bookmark = last ? recordKey(last).arrival : (plan.afterArrival ?? hwm);
     return {
       body: {
         device_id: deviceId,
         mode: 'received',
         received_since: plan.receivedSince ? plan.receivedSince.toISOString() : null,
-        records: page.map(recordView),
-        has_more: rows.length > plan.limit,
+        records: pageViews(page),
+        has_more: records.length > plan.limit,
         next_cursor: encodeCursor({ m: 'r', d: deviceId, ep: epoch, a: bookmark }),
       },
     };
   }
-  const rows = plan.unknownTime
+  const records = plan.unknownTime
     ? await listUnknownTime(db, deviceId, plan.after, plan.limit)
     : await listByStart(db, deviceId, plan.window, plan.after, plan.limit);
-  const page = rows.slice(0, plan.limit);
-  const hasMore = rows.length > plan.limit;
+  const page = records.slice(0, plan.limit);
+  const hasMore = records.length > plan.limit;
   const last = page.at(-1);
-  const key: StartKey | null = last ? [last.start_at ? last.start_at.getTime() : null, last.sid, Number(last.seq)] : null;
+  const lastKey = last ? recordKey(last) : null;
+  const key: StartKey | null = lastKey ? [lastKey.startMs, lastKey.sid, lastKey.seq] : null;
   return {
     body: {
       device_id: deviceId,
       unknown_time: plan.unknownTime,
       window: { start: plan.window.start.toISOString(), end: plan.window.end.toISOString() },
-      records: page.map((r: RecordRow) => recordView(r)),
+      records: pageViews(page),
       has_more: hasMore,
       next_cursor:
         hasMore && key
@@ -75,14 +77,14 @@ export async function getSummary(db: MeterDb, req: RequestEnvelope, now = new Da
   const query = req.query as Record<string, unknown>;
   onlyParams(query, SUMMARY_PARAMS);
   const window = resolveWindow(query, now, SUMMARY_RANGE_CAP_MS, 'range (a summary covers at most one year)');
-  const [sums, energy] = await Promise.all([summarySums(db, deviceId, window), energySum(db, deviceId, window)]);
+  const sums = await summarySums(db, deviceId, window);
   const body: Record<string, unknown> = {
     device_id: deviceId,
     window: { start: window.start.toISOString(), end: window.end.toISOString() },
     coverage: { records: sums.records, quarantined: sums.quarantined, seconds: sums.seconds },
   };
   for (const q of QUANTITIES) body[q] = finishQuantity(sums.quantities[q]);
-  const total = energyTotal(energy, 0);
+  const total = energyTotal(sums.energy, 0);
   body.energy_wh = total ? { total: total.energy_wh, resets: total.resets, intervals: total.intervals } : null;
   return { body };
 }

@@ -2,6 +2,8 @@ import type { ClearMark } from '../domain/clears';
 import { planIngest, storedRow, streamsAndRanges, withoutCleared, withoutRepeats, type SeqRange, type StoredNeighbour } from '../domain/ingest-plan';
 import type { ParsedRecord } from '../domain/record';
 import { INGEST_LOCK_KEY, type MeterDb, type MeterTx } from './prisma';
+import { AGGREGATED_COLUMNS, upsertRollups } from './rollup-sql';
+import { recomputeRollups } from './rollups';
 
 export interface IngestResult {
   /** Records newly stored. */
@@ -16,7 +18,8 @@ export interface IngestResult {
  * Stores a batch of parsed interval records in one transaction: each (device, sid, seq) once
  * (INSERT ... ON CONFLICT DO NOTHING, one statement), records from before a clear of their
  * device dropped, flags computed against the previous record of the same stream, and the
- * flags of the following stored record recomputed when a late record lands before it.
+ * flags of the following stored record recomputed when a late record lands before it. The
+ * rollups (store/rollups.ts) take the new records in the same statement that inserts them.
  */
 export async function ingestRecords(db: MeterDb, records: ParsedRecord[]): Promise<IngestResult> {
   if (records.length === 0) return { stored: 0, duplicates: 0, cleared: 0 };
@@ -37,8 +40,10 @@ async function ingestInTx(tx: MeterTx, input: ParsedRecord[]): Promise<IngestRes
   if (fresh.length === 0) return { stored: 0, duplicates, cleared };
 
   const rows = fresh.map(({ record, derived }) => storedRow(record, derived));
-  const stored = await tx.$executeRawUnsafe(
-    `INSERT INTO interval_records (device_id, sid, seq, start_at, time_quality, duration_s, reads_n, reads_err,
+  // One statement: the records, and what they add to the rollups (only rows actually inserted).
+  const inserted = await tx.$queryRawUnsafe<Array<{ stored: number }>>(
+    `WITH fresh AS (
+     INSERT INTO interval_records (device_id, sid, seq, start_at, time_quality, duration_s, reads_n, reads_err,
         v_avg, v_min, v_max, i_avg, i_min, i_max, p_avg, p_min, p_max, f_avg, f_min, f_max, pf_avg, pf_min, pf_max,
         e_first_raw, e_last_raw, energy_used_wh, ct_turns, alarm_reads, partial, energy_reset, meter_reconfigured,
         quarantined, quarantine_reason, received_at)
@@ -52,9 +57,15 @@ async function ingestInTx(tx: MeterTx, input: ParsedRecord[]): Promise<IngestRes
         pf_min float8, pf_max float8, e_first_raw float8, e_last_raw float8, energy_used_wh float8, ct_turns int,
         alarm_reads int, partial boolean, energy_reset boolean, meter_reconfigured boolean, quarantined boolean,
         quarantine_reason text, received_at timestamptz)
-     ON CONFLICT (device_id, sid, seq) DO NOTHING`,
+     ON CONFLICT (device_id, sid, seq) DO NOTHING
+     RETURNING ${AGGREGATED_COLUMNS}
+     ), rolled_up AS (
+     ${upsertRollups('fresh', 'add')}
+     )
+     SELECT count(*)::int AS stored FROM fresh`,
     JSON.stringify(rows),
   );
+  const stored = Number(inserted[0]?.stored ?? 0);
   if (successorUpdates.length > 0) {
     const updates = successorUpdates;
     await tx.$executeRawUnsafe(
@@ -64,6 +75,8 @@ async function ingestInTx(tx: MeterTx, input: ParsedRecord[]): Promise<IngestRes
       updates.map((u) => u.flags.energyReset),
       updates.map((u) => u.flags.meterReconfigured),
     );
+    // Their energy_reset counts in the rollups of their spans.
+    await recomputeRollups(tx, updates.map((u) => u.arrival));
   }
   // The committed high-water mark of arrival sequence numbers (bookmarks never point past it).
   await tx.$executeRawUnsafe(

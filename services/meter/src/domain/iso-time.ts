@@ -1,0 +1,47 @@
+/**
+ * Writing many instants as ISO 8601, as Date#toISOString does, without a Date per instant (an
+ * answer writes thousands): the calendar date from the day number by integer arithmetic. Pure.
+ */
+
+const DAY_MS = 86_400_000;
+const two = (n: number): string => (n < 10 ? `0${n}` : String(n));
+const three = (n: number): string => (n < 10 ? `00${n}` : n < 100 ? `0${n}` : String(n));
+
+/** `YYYY-MM-DDT` of a day counted from 1970-01-01 (civil calendar, H. Hinnant's days_from_civil inverse). */
+function datePart(day: number): string {
+  const z = day + 719_468;
+  const era = Math.floor(z / 146_097);
+  const doe = z - era * 146_097;
+  const yoe = Math.floor((doe - Math.floor(doe / 1460) + Math.floor(doe / 36_524) - Math.floor(doe / 146_096)) / 365);
+  const doy = doe - (365 * yoe + Math.floor(yoe / 4) - Math.floor(yoe / 100));
+  const mp = Math.floor((5 * doy + 2) / 153);
+  const d = doy - Math.floor((153 * mp + 2) / 5) + 1;
+  const m = mp < 10 ? mp + 3 : mp - 9;
+  const y = yoe + era * 400 + (m <= 2 ? 1 : 0);
+  // Years outside 0000-9999 are written with six digits and a sign, as toISOString does.
+  if (y < 0 || y > 9999) return new Date(day * DAY_MS).toISOString().slice(0, -13);
+  return `${String(y).padStart(4, '0')}-${two(m)}-${two(d)}T`;
+}
+
+/** A writer of `YYYY-MM-DDTHH:MM:SS.mmmZ` (as toISOString; `seconds` drops `.mmmZ`) that remembers its last day. */
+export function isoWriter(precision: 'millis' | 'seconds' = 'millis'): (ms: number) => string {
+  let day = Number.NaN;
+  let date = '';
+  return (ms) => {
+    const d = Math.floor(ms / DAY_MS);
+    if (d !== day) {
+      day = d;
+      date = datePart(d);
+    }
+    const inDay = ms - d * DAY_MS;
+    const s = Math.floor(inDay / 1000);
+    const time = `${date}${two(Math.floor(s / 3600))}:${two(Math.floor(s / 60) % 60)}:${two(s % 60)}`;
+    return precision === 'seconds' ? time : `${time}.${three(inDay % 1000)}Z`;
+  };
+}
+
+/** Offset minutes as ISO 8601 `±HH:MM`. */
+export function isoOffset(offsetMin: number): string {
+  const abs = Math.abs(offsetMin);
+  return `${offsetMin < 0 ? '-' : '+'}${two(Math.floor(abs / 60))}:${two(abs % 60)}`;
+}

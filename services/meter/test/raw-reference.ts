@@ -1,0 +1,85 @@
+/**
+ * Summary and energy answers computed from the raw records alone, as the service computed them
+ * before rollups: the reference every rollup-based answer must equal. Same arithmetic (the
+ * expressions of store/rollup-sql.ts), no rollups, no read plan.
+ */
+import { bucketsFor, energyPoints, energyTotal, type BucketWidth } from '../src/domain/energy';
+import type { Window } from '../src/domain/query';
+import { finishQuantity, QUANTITIES } from '../src/domain/summary';
+import type { MeterDb } from '../src/store/prisma';
+import { AGGREGATED_COLUMNS, IN_ENERGY, MICRO_WH, QUANTITY_COLUMNS, recordTotals, ROLLUP_VALUES } from '../src/store/rollup-sql';
+
+const IN_WINDOW = 'device_id = $1 AND NOT cleared AND start_at >= $2 AND start_at < $3';
+const num = (x: unknown): number => (x === null || x === undefined ? 0 : Number(x));
+
+/** The energy answer's points and total from every raw record of the window. */
+export async function rawEnergyAnswer(db: MeterDb, deviceId: string, window: Window, width: BucketWidth, zone: string | undefined) {
+  const buckets = bucketsFor(window.start, window.end, width, zone);
+  const boundaries = [...buckets.map((b) => b.start), (buckets.at(-1) as { end: number }).end];
+  const rows = await db.$queryRawUnsafe<Array<{ b: number | null; uwh: string | null; n: bigint; resets: bigint }>>(
+    `SELECT width_bucket((extract(epoch FROM start_at) * 1000)::bigint, $4::bigint[]) - 1 AS b,
+            sum(${MICRO_WH})::text AS uwh, count(*) AS n, count(*) FILTER (WHERE energy_reset) AS resets
+       FROM interval_records WHERE ${IN_WINDOW} AND ${IN_ENERGY} GROUP BY GROUPING SETS ((1), ())`,
+    deviceId,
+    window.start,
+    window.end,
+    boundaries,
+  );
+  const sums = rows.filter((r) => r.b !== null).map((r) => ({ index: Number(r.b), energyWh: num(r.uwh) / 1e6, intervals: Number(r.n), resets: Number(r.resets) }));
+  const total = rows.find((r) => r.b === null);
+  const n = Number(total?.n ?? 0);
+  return {
+    points: energyPoints(buckets, sums),
+    total: energyTotal({ energyWh: n > 0 ? num(total?.uwh) / 1e6 : null, intervals: n, resets: Number(total?.resets ?? 0) }, buckets.length),
+  };
+}
+
+/** The summary's coverage, quantities and energy from every raw record of the window. */
+export async function rawSummaryAnswer(db: MeterDb, deviceId: string, window: Window) {
+  const rows = await db.$queryRawUnsafe<Array<Record<string, unknown>>>(
+    `SELECT ${ROLLUP_VALUES.map((c) => `${c}::text AS ${c}`).join(', ')} FROM (${recordTotals(`(SELECT * FROM interval_records WHERE ${IN_WINDOW}) w`, 'all')}) a`,
+    deviceId,
+    window.start,
+    window.end,
+  );
+  const r = rows[0] ?? {};
+  const quantities = Object.fromEntries(
+    QUANTITIES.map((q, k) => {
+      const c = QUANTITY_COLUMNS[k] as string;
+      const lo = r[`${c}_lo`];
+      const hi = r[`${c}_hi`];
+      return [q, finishQuantity({ weighted: num(r[`${c}_w`]) / 1e6, seconds: num(r[`${c}_s`]), min: lo === null ? null : Number(lo), max: hi === null ? null : Number(hi), intervals: num(r[`${c}_n`]) })];
+    }),
+  );
+  const energy = energyTotal({ energyWh: num(r.e_n) > 0 ? num(r.e_uwh) / 1e6 : null, intervals: num(r.e_n), resets: num(r.e_resets) }, 0);
+  return {
+    coverage: { records: num(r.records), quarantined: num(r.quarantined), seconds: num(r.seconds) },
+    ...quantities,
+    energy_wh: energy ? { total: energy.energy_wh, resets: energy.resets, intervals: energy.intervals } : null,
+  };
+}
+
+/**
+ * Rollup rows as stored, and as recomputed from every raw record (each span summed from the
+ * records directly, not from slots), as text, in key order.
+ */
+export async function rollupsStoredAndRecomputed(db: Pick<MeterDb, '$queryRawUnsafe'>, deviceIds: string[]): Promise<{ stored: string[]; recomputed: string[] }> {
+  const values = ROLLUP_VALUES.map((c) => `${c}::text`).join(", ' ', ");
+  const stored = await db.$queryRawUnsafe<Array<{ row: string }>>(
+    `SELECT concat_ws(' ', device_id, span, start_s, ${values}) AS row FROM meter_rollups WHERE device_id = ANY($1::text[]) ORDER BY device_id, span, start_s`,
+    deviceIds,
+  );
+  // Records moved to the start of their span are summed per "slot" of that span.
+  const perSpan = [900, 3600, 86_400].map((span) => {
+    const columns = AGGREGATED_COLUMNS.replace('start_at', `to_timestamp(floor(extract(epoch FROM start_at) / ${span}) * ${span}) AS start_at`);
+    return `SELECT device_id, ${span} AS span, start_s, ${ROLLUP_VALUES.join(', ')} FROM (${recordTotals(
+      `(SELECT ${columns} FROM interval_records WHERE device_id = ANY($1::text[]) AND NOT cleared) r`,
+      'slot',
+    )}) s`;
+  });
+  const recomputed = await db.$queryRawUnsafe<Array<{ row: string }>>(
+    `SELECT concat_ws(' ', device_id, span, start_s, ${values}) AS row FROM (${perSpan.join(' UNION ALL ')}) r ORDER BY device_id, span, start_s`,
+    deviceIds,
+  );
+  return { stored: stored.map((r) => r.row), recomputed: recomputed.map((r) => r.row) };
+}
