@@ -13,18 +13,14 @@
 //    from its first shard claim to its last shard's writes (cycle_shards), and reported as a
 //    fraction of the period. Target for the steady cycle: at most 0.1, i.e. one replica keeps up
 //    with ten times as many sensors.
-const crypto = require('node:crypto');
-const fs = require('node:fs');
-const os = require('node:os');
 const path = require('node:path');
 const { performance } = require('node:perf_hooks');
 const { Client } = require('pg');
 const { connect: natsConnect } = require('nats');
-const { startFleet, freePort, ROOT } = require('@fleet/launcher');
-const { gatewayAdmin, dropDatabasesWithPrefix, databaseUrl, waitUntil } = require('../lib/fleet-setup');
+const { ROOT } = require('@fleet/launcher');
+const { gatewayAdmin, databaseUrl, startPrivateFleet, waitUntil } = require('../lib/fleet-setup');
 
 const SERVICES = ['device-registry', 'light-command', 'config-alerting', 'mqtt-bridge', 'gateway'];
-const POSTGRES_URL = process.env.POSTGRES_URL ?? 'postgresql://postgres@127.0.0.1:5432/postgres';
 const SECRET = 'Bench-Alerting!!';
 const TARGET_INGEST_RATIO = 0.5;
 const TARGET_CYCLE_FRACTION = 0.1;
@@ -194,33 +190,22 @@ async function cycle(ctx, { fleet, db, registryDb, id }) {
 
 async function run(ctx) {
   const { log } = ctx;
-  const id = crypto.randomBytes(4).toString('hex');
-  const databasePrefix = `fleet_bench_${id}_`;
-  const workDir = fs.mkdtempSync(path.join(os.tmpdir(), `fleet-bench-alerting-${id}-`));
-  const logDir = path.join(workDir, 'logs');
-  let fleet;
   let finished = false;
   const clients = [];
+  log(`starting ${SERVICES.join(', ')} (own nats-server, broker, databases)...`);
+  const priv = await startPrivateFleet({
+    services: SERVICES,
+    privateNats: true,
+    logLevel: process.env.BENCH_LOG_LEVEL || 'warn',
+    serviceEnv: { EVALUATION_PERIOD_MS: String(PERIOD_MS), EVALUATION_SHARDS: '16' },
+  });
+  const { fleet, id, databasePrefix } = priv;
   ctx.onCleanup(async () => {
     for (const c of clients) await c.end().catch(() => undefined);
-    if (fleet) await fleet.stop().catch(() => undefined);
-    await dropDatabasesWithPrefix(databasePrefix).catch(() => undefined);
-    if (finished && !process.env.BENCH_KEEP_LOGS) fs.rmSync(workDir, { recursive: true, force: true });
-    else process.stderr.write(`bench logs kept in ${logDir}\n`);
+    // BENCH_KEEP_LOGS=1 keeps the services' logs of a good run too.
+    await priv.cleanup({ keepLogs: !finished || Boolean(process.env.BENCH_KEEP_LOGS) });
   });
-  log(`starting ${SERVICES.join(', ')} (own nats-server, broker, databases)...`);
-  fleet = await startFleet({
-    services: SERVICES,
-    databasePrefix,
-    gatewayPort: await freePort(),
-    logDir,
-    mqttPort: 0,
-    mqttDataDir: path.join(workDir, 'mosquitto'),
-    dataDir: workDir,
-    privateNats: true,
-    env: { LOG_LEVEL: process.env.BENCH_LOG_LEVEL || 'warn', REDIS_KEY_PREFIX: `bench${id}:`, POSTGRES_URL, EVALUATION_PERIOD_MS: String(PERIOD_MS), EVALUATION_SHARDS: '16' },
-  });
-  const gatewayDb = databaseUrl(`${databasePrefix}gateway`);
+  const gatewayDb = priv.gatewayDatabaseUrl;
   const partner = await gatewayAdmin(gatewayDb, ['partner', 'create', '--name', `Bench alerting ${id}`, '--permissions', 'all', '--access-all-devices', '--requests-per-min', '100000000']);
   const { key } = await gatewayAdmin(gatewayDb, ['key', 'issue', '--partner', partner.id]);
   const provision = async (deviceId) => {

@@ -7,17 +7,14 @@
 // the same run. Then a year of 15-minute records of one meter, and the p50/p99 latency of
 // GET .../intervals and GET .../energy through the gateway.
 const crypto = require('node:crypto');
-const fs = require('node:fs');
-const os = require('node:os');
 const path = require('node:path');
 const { performance } = require('node:perf_hooks');
 const { Client } = require('pg');
 const { connect: natsConnect, headers: natsHeaders } = require('nats');
-const { startFleet, freePort, ROOT } = require('@fleet/launcher');
-const { gatewayAdmin, dropDatabasesWithPrefix, databaseUrl, waitUntil } = require('../lib/fleet-setup');
+const { ROOT } = require('@fleet/launcher');
+const { gatewayAdmin, databaseUrl, startPrivateFleet, waitUntil } = require('../lib/fleet-setup');
 
 const SERVICES = ['device-registry', 'meter', 'mqtt-bridge', 'gateway'];
-const POSTGRES_URL = process.env.POSTGRES_URL ?? 'postgresql://postgres@127.0.0.1:5432/postgres';
 const SECRET = 'Bench-Meter-Sec!';
 const TARGET_RATIO = 0.5;
 /** BENCH_METERS simulated meters (default 20), BENCH_METER_RECORDS records in all (default 30000). */
@@ -45,38 +42,20 @@ function percentiles(samples) {
 
 async function run(ctx) {
   const { log } = ctx;
-  const id = crypto.randomBytes(4).toString('hex');
-  const databasePrefix = `fleet_bench_${id}_`;
-  const workDir = fs.mkdtempSync(path.join(os.tmpdir(), `fleet-bench-meter-${id}-`));
-  const logDir = path.join(workDir, 'logs');
   const meters = [];
-  let fleet;
   let db;
   let nc;
   let finished = false;
+  log(`starting ${SERVICES.join(', ')} (own nats-server, broker, databases)...`);
+  const priv = await startPrivateFleet({ services: SERVICES, privateNats: true, logLevel: process.env.BENCH_LOG_LEVEL || 'warn' });
+  const { fleet, id, databasePrefix } = priv;
   ctx.onCleanup(async () => {
     await Promise.all(meters.map((m) => m.stop().catch(() => undefined)));
     if (nc) await nc.close().catch(() => undefined);
     if (db) await db.end().catch(() => undefined);
-    if (fleet) await fleet.stop().catch(() => undefined);
-    await dropDatabasesWithPrefix(databasePrefix).catch(() => undefined);
-    if (finished) fs.rmSync(workDir, { recursive: true, force: true });
-    else process.stderr.write(`bench logs kept in ${logDir}\n`);
+    await priv.cleanup({ keepLogs: !finished });
   });
-
-  log(`starting ${SERVICES.join(', ')} (own nats-server, broker, databases)...`);
-  fleet = await startFleet({
-    services: SERVICES,
-    databasePrefix,
-    gatewayPort: await freePort(),
-    logDir,
-    mqttPort: 0,
-    mqttDataDir: path.join(workDir, 'mosquitto'),
-    dataDir: workDir,
-    privateNats: true,
-    env: { LOG_LEVEL: process.env.BENCH_LOG_LEVEL || 'warn', REDIS_KEY_PREFIX: `bench${id}:`, POSTGRES_URL },
-  });
-  const gatewayDb = databaseUrl(`${databasePrefix}gateway`);
+  const gatewayDb = priv.gatewayDatabaseUrl;
   const partner = await gatewayAdmin(gatewayDb, ['partner', 'create', '--name', `Bench meter ${id}`, '--permissions', 'all', '--access-all-devices', '--requests-per-min', '100000000']);
   const { key } = await gatewayAdmin(gatewayDb, ['key', 'issue', '--partner', partner.id]);
   const headers = { authorization: `Bearer ${key}`, 'content-type': 'application/json' };

@@ -58,6 +58,9 @@ async function startPrivateFleet({ services, serviceEnv = {}, logLevel = 'warn',
       // The launcher may start an MQTT broker of its own: keep its files apart from other fleets'.
       mqttPort: 0,
       mqttDataDir: path.join(workDir, 'mosquitto'),
+      // The fleet's own files (a private nats-server's store among them) stay in the work folder,
+      // never in the checkout's .fleet that `npm start` uses.
+      dataDir: workDir,
       // privateNats: a nats-server of the fleet's own, so its streams and load are the bench's alone.
       privateNats,
       env: { LOG_LEVEL: logLevel, REDIS_KEY_PREFIX: redisKeyPrefix, REDIS_URL, POSTGRES_URL, ...serviceEnv },
