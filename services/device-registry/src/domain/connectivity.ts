@@ -27,7 +27,8 @@ export interface DeviceBatchEffect {
   offlineAt: Date | null;
 }
 
-const later = (a: Date | null, b: Date | null): Date | null => (a === null ? b : b === null ? a : a >= b ? a : b);
+/** The later of two moments, either of which may be missing. */
+export const later = (a: Date | null, b: Date | null): Date | null => (a === null ? b : b === null ? a : a >= b ? a : b);
 
 /** Parses and checks a batch payload; malformed events are dropped (returned in `rejected`). */
 export function parseBatch(payload: unknown): { events: ConnectivityEvent[]; rejected: number } {

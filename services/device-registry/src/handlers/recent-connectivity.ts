@@ -1,6 +1,6 @@
 import type { NatsConnection, Subscription } from 'nats';
 import type { Logger } from '@fleet/service-kit';
-import { applyEffect, parseBatch, summarizeBatch, type ConnectivityState } from '../domain/connectivity';
+import { applyEffect, later, parseBatch, summarizeBatch, type ConnectivityState } from '../domain/connectivity';
 
 /** How long a heard batch is kept: far longer than the durable consumer takes to store it. */
 const HOLD_MS = 60_000;
@@ -18,8 +18,6 @@ export interface StoredConnectivity {
   statusChangedAt: Date | null;
   lastSeenAt: Date | null;
 }
-
-const later = (a: Date | null, b: Date | null): Date | null => (a === null ? b : b === null ? a : a >= b ? a : b);
 
 /**
  * The bridges' connectivity batches as they are published, heard on a plain subscription by
