@@ -69,6 +69,11 @@ export function checkRequestBody<T>(subject: RequestSubject, body: unknown): T {
   return id ? check<T>(schemaName(id), body) : (body as T);
 }
 
+/** Whether replies of a subject have a `reply` schema to be checked against. */
+export function hasReplySchema(subject: RequestSubject): boolean {
+  return Boolean((requestSubjects as Record<string, { reply?: string } | undefined>)[subject]?.reply);
+}
+
 /** Checks a reply body against the `reply` schema its subject declares in subjects.json (if any). */
 export function checkReplyBody<T>(subject: RequestSubject, body: unknown): T {
   const id = (requestSubjects as Record<string, { reply?: string } | undefined>)[subject]?.reply;

@@ -1,6 +1,7 @@
 import type { EventPayloads, EventSubject, ReplyBodies, ReplyFailure, RequestBodies, RequestEnvelope, RequestSubject } from '@fleet/contracts';
 import type { Logger } from './logger';
 import type { HandlerContext } from './handler-context';
+import type { JsonBody } from './json-body';
 
 /** Any JSON object: the body of a subject whose schema proto-schemas does not spell out. */
 export type JsonObject = Record<string, unknown>;
@@ -23,13 +24,18 @@ export type ReplyOf<S extends RequestSubject> =
   | { ok: true; status: number; headers?: Record<string, string>; body?: ReplyBodyOf<S> }
   | ReplyFailure;
 
+/** A reply as Bus.relay returns it: a body its replier wrote as JSON text stays a JsonBody. */
+export type RelayedReplyOf<S extends RequestSubject> =
+  | { ok: true; status: number; headers?: Record<string, string>; body?: ReplyBodyOf<S> | JsonBody }
+  | ReplyFailure;
+
 /**
- * What a handler answers on success, `Body` being its subject's reply body (ReplyBodyOf);
- * thrown ApiErrors become error replies.
+ * What a handler answers on success, `Body` being its subject's reply body (ReplyBodyOf), or
+ * that body already written as JSON text (JsonBody.of); thrown ApiErrors become error replies.
  */
 export interface HandlerResult<Body = JsonObject> {
   status?: number;
-  body?: Body;
+  body?: Body | JsonBody;
   headers?: Record<string, string>;
 }
 

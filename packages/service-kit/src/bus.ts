@@ -1,4 +1,4 @@
-import { connect, createInbox, JSONCodec, type NatsConnection, type Subscription, ErrorCode, type NatsError } from 'nats';
+import { connect, createInbox, JSONCodec, type Msg, type MsgHdrs, type NatsConnection, type Subscription, ErrorCode, type NatsError } from 'nats';
 import CircuitBreaker from 'opossum';
 import {
   checkEvent,
@@ -7,15 +7,26 @@ import {
   checkRequestBody,
   checkRequestEnvelope,
   ContractViolation,
+  hasReplySchema,
   type EventSubject,
   type ReplyEnvelope,
+  type ReplySuccess,
   type RequestSubject,
 } from '@fleet/contracts';
-import type { EventOf, HandlerResult, ReplyOf, RequestHandler, RequestOf, ServiceHandlers } from './bus-types';
+import type { EventOf, HandlerResult, RelayedReplyOf, ReplyOf, RequestHandler, RequestOf, ServiceHandlers } from './bus-types';
+import { acceptSplitReplies, encodeWithJsonBody, JsonBody, splitReplyHead, wantsSplitReply } from './json-body';
 import { ApiError, DeadlineExceededError, ServiceUnavailableError, ValidationError, isDeadlineExceeded, isStoreOutage, toEnvelopeError } from './errors';
 import type { Logger } from './logger';
 
 const codec = JSONCodec<unknown>();
+/** Request headers of Bus.relay: it takes replies with a JsonBody in the split form (json-body.ts). */
+const SPLIT_REPLIES = acceptSplitReplies();
+
+/** A handler's reply as it is sent: the envelope, and a body already written as JSON text. */
+interface Outgoing {
+  envelope: ReplyEnvelope;
+  json?: JsonBody;
+}
 
 
 export interface BusOptions {
@@ -69,7 +80,7 @@ const arrivedTooLate = () => new ServiceUnavailableError('The request could not 
  * what is left of it.
  */
 export class Bus {
-  private readonly breakers = new Map<string, CircuitBreaker<[string, Uint8Array, number], Uint8Array>>();
+  private readonly breakers = new Map<string, CircuitBreaker<[string, Uint8Array, number, MsgHdrs | undefined], Msg>>();
   private readonly subscriptions: Subscription[] = [];
   /** Commit notices of requests in flight, by notice subject (see RequestOptions.commitWaitMs). */
   private readonly noticesAwaited = new Map<string, () => void>();
@@ -127,13 +138,17 @@ export class Bus {
           logger.error({ err, subject }, 'subscription failed');
           return;
         }
-        void this.handle(subject, handler as unknown as RequestHandler, msg.data).then((reply) => msg.respond(codec.encode(reply)));
+        void this.handle(subject, handler as unknown as RequestHandler, msg.data).then(({ envelope, json }) => {
+          if (!json || !envelope.ok) return msg.respond(codec.encode(envelope));
+          const { data, headers } = encodeWithJsonBody(envelope, json, wantsSplitReply(msg.headers));
+          return msg.respond(data, headers ? { headers } : undefined);
+        });
       },
     });
     this.subscriptions.push(sub);
   }
 
-  private async handle(subject: RequestSubject, handler: RequestHandler, data: Uint8Array): Promise<ReplyEnvelope> {
+  private async handle(subject: RequestSubject, handler: RequestHandler, data: Uint8Array): Promise<Outgoing> {
     const arrived = Date.now();
     let log = this.options.logger.child({ subject });
     try {
@@ -155,13 +170,13 @@ export class Bus {
         await this.connection.flush();
       };
       const result = await handler(envelope, { logger: log, deadline, remainingMs: () => Math.max(0, deadline - Date.now()), beforeCommit });
-      return checkReplyEnvelope(replyOf(subject, result));
+      return replyOf(subject, result);
     } catch (err) {
       if (isDeadlineExceeded(err)) log.warn({ err }, 'deadline passed before the work was stored');
       else if (isStoreOutage(err)) log.warn({ err }, 'database unavailable');
       else if (!(err instanceof ApiError)) log.error({ err }, 'handler failed');
       // A deadline that passed before the work was stored (packages/db's commit guard) is a 503.
-      return { ok: false, error: toEnvelopeError(isDeadlineExceeded(err) && !(err instanceof ApiError) ? new DeadlineExceededError() : err) };
+      return { envelope: { ok: false, error: toEnvelopeError(isDeadlineExceeded(err) && !(err instanceof ApiError) ? new DeadlineExceededError() : err) } };
     }
   }
 
@@ -174,6 +189,19 @@ export class Bus {
    * surface as ServiceUnavailableError.
    */
   async request<S extends RequestSubject>(subject: S, envelope: RequestOf<S>, options: RequestOptions = {}): Promise<ReplyOf<S>> {
+    return (await this.exchange(subject, envelope, options, false)) as ReplyOf<S>;
+  }
+
+  /**
+   * As request(), for a caller that relays the reply to HTTP as it is (the gateway): a body its
+   * replier wrote as JSON text (a JsonBody) comes back as that JsonBody, its bytes unparsed and
+   * not checked again against the subject's reply schema (the replier checked it).
+   */
+  async relay<S extends RequestSubject>(subject: S, envelope: RequestOf<S>, options: RequestOptions = {}): Promise<RelayedReplyOf<S>> {
+    return this.exchange(subject, envelope, options, true);
+  }
+
+  private async exchange<S extends RequestSubject>(subject: S, envelope: RequestOf<S>, options: RequestOptions, keepJsonBody: boolean): Promise<RelayedReplyOf<S>> {
     const now = Date.now();
     const deadline = Math.floor(
       Math.min(now + (options.timeoutMs ?? this.options.requestTimeoutMs), options.deadline ?? Infinity, envelope.deadline ?? Infinity),
@@ -188,9 +216,10 @@ export class Bus {
     // A body its subject's schema refuses is the caller's bug: it fails here, before anything is sent.
     checkRequestBody(subject, envelope.body);
     const sent = checkRequestEnvelope({ ...envelope, deadline, ...(notice ? { commit_notice: notice.subject } : {}) });
-    let raw: Uint8Array;
+    let raw: Msg;
     try {
-      const reply = this.breakerFor(subject).fire(this.wire(subject), codec.encode(sent), deadline - now + (notice ? commitWaitMs : graceMs));
+      const headers = keepJsonBody ? SPLIT_REPLIES : undefined;
+      const reply = this.breakerFor(subject).fire(this.wire(subject), codec.encode(sent), deadline - now + (notice ? commitWaitMs : graceMs), headers);
       raw = notice ? await replyUnlessUncommitted(reply, deadline + graceMs - Date.now(), notice.received) : await reply;
     } catch (err) {
       this.options.logger.warn({ subject, err: describeBusError(err), request_id: envelope.request_id }, 'bus request failed');
@@ -199,9 +228,16 @@ export class Bus {
       if (notice) this.noticesAwaited.delete(notice.subject);
     }
     try {
-      const reply = checkReplyEnvelope(codec.decode(raw));
+      const head = splitReplyHead(raw.headers);
+      if (head !== undefined) {
+        const reply = checkReplyEnvelope(head);
+        if (!reply.ok || reply.body !== undefined) throw new Error('a split reply is a success whose body is the data');
+        const body = JsonBody.ofBytes(raw.data);
+        return { ...reply, body: keepJsonBody ? body : checkReplyBody(subject, body.parse()) } as RelayedReplyOf<S>;
+      }
+      const reply = checkReplyEnvelope(codec.decode(raw.data));
       if (reply.ok && reply.body !== undefined) checkReplyBody(subject, reply.body);
-      return reply as ReplyOf<S>;
+      return reply as RelayedReplyOf<S>;
     } catch (err) {
       this.options.logger.error({ subject, err, request_id: envelope.request_id }, 'malformed reply');
       throw new ServiceUnavailableError();
@@ -224,11 +260,11 @@ export class Bus {
     return { subject, received: () => received };
   }
 
-  private breakerFor(subject: string): CircuitBreaker<[string, Uint8Array, number], Uint8Array> {
+  private breakerFor(subject: string): CircuitBreaker<[string, Uint8Array, number, MsgHdrs | undefined], Msg> {
     let breaker = this.breakers.get(subject);
     if (!breaker) {
       breaker = new CircuitBreaker(
-        async (s: string, payload: Uint8Array, timeout: number) => (await this.connection.request(s, payload, { timeout })).data,
+        (s: string, payload: Uint8Array, timeout: number, headers: MsgHdrs | undefined) => this.connection.request(s, payload, headers ? { timeout, headers } : { timeout }),
         {
           // The request carries its own timeout; the breaker only counts failures.
           timeout: false,
@@ -287,21 +323,26 @@ function checkBody(subject: RequestSubject, body: unknown): void {
 }
 
 /**
- * The reply envelope of a handler's result. A body its subject's reply schema refuses is this
- * service's bug: it is thrown (logged, answered 500) rather than sent to a caller that trusts it.
+ * The reply of a handler's result. A body its subject's reply schema refuses is this service's
+ * bug: it is thrown (logged, answered 500) rather than sent to a caller that trusts it. A
+ * JsonBody is parsed for that check only where the subject has a reply schema.
  */
-function replyOf(subject: RequestSubject, result: HandlerResult): ReplyEnvelope {
-  const reply: ReplyEnvelope = { ok: true, status: result.status ?? 200 };
+function replyOf(subject: RequestSubject, result: HandlerResult): Outgoing {
+  const reply: ReplySuccess = { ok: true, status: result.status ?? 200 };
   if (result.headers) reply.headers = result.headers;
+  if (result.body instanceof JsonBody) {
+    if (hasReplySchema(subject)) checkReplyBody(subject, result.body.parse());
+    return { envelope: checkReplyEnvelope(reply), json: result.body };
+  }
   if (result.body !== undefined) reply.body = checkReplyBody(subject, result.body);
-  return reply;
+  return { envelope: checkReplyEnvelope(reply) };
 }
 
 /**
  * The reply, unless no commit notice has come by the end of the grace (graceEndsInMs from now):
  * then nothing can have been committed and the wait ends with a timeout.
  */
-function replyUnlessUncommitted(reply: Promise<Uint8Array>, graceEndsInMs: number, noticed: () => boolean): Promise<Uint8Array> {
+function replyUnlessUncommitted(reply: Promise<Msg>, graceEndsInMs: number, noticed: () => boolean): Promise<Msg> {
   return new Promise((resolve, reject) => {
     const timer = setTimeout(
       () => {

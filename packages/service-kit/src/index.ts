@@ -3,6 +3,7 @@ export * from './logger';
 export * from './config';
 export * from './bus';
 export * from './bus-types';
+export { JsonBody } from './json-body';
 export * from './handler-context';
 export * from './health';
 export * from './runtime';

@@ -1,6 +1,6 @@
 import { connect, JSONCodec } from 'nats';
 import { testSubject } from '@fleet/test-kit';
-import { Bus, ConflictError, ForbiddenError, ServiceUnavailableError, createLogger } from '@fleet/service-kit';
+import { Bus, ConflictError, ForbiddenError, JsonBody, ServiceUnavailableError, createLogger } from '@fleet/service-kit';
 import type { DeviceChangedEvent, RequestEnvelope } from '@fleet/contracts';
 
 const NATS_URL = process.env.NATS_URL ?? 'nats://127.0.0.1:4222';
@@ -27,6 +27,31 @@ describe('Bus', () => {
     await server.connection.flush();
     const reply = await client.request(subject('echo.get'), envelope({ a: 1 }));
     expect(reply).toEqual({ ok: true, status: 201, body: { got: { a: 1 } }, headers: { Location: '/x' } });
+  });
+
+  it('carries a body written as JSON text: parsed for request(), its very bytes for relay(), an ordinary envelope to any other caller', async () => {
+    const page = { records: Array.from({ length: 300 }, (_, k) => ({ seq: k, name: `r\u00e9cord "${k}"`, at: null })), has_more: false };
+    server.serve(subject('page.get'), async () => ({ status: 200, headers: { 'Cache-Control': 'no-store' }, body: JsonBody.of(page) }));
+    await server.connection.flush();
+    expect(await client.request(subject('page.get'), envelope())).toEqual({ ok: true, status: 200, headers: { 'Cache-Control': 'no-store' }, body: page });
+    const relayed = await client.relay(subject('page.get'), envelope());
+    if (!relayed.ok || !(relayed.body instanceof JsonBody)) throw new Error(`expected a JsonBody, got ${JSON.stringify(relayed)}`);
+    expect(Buffer.from(relayed.body.bytes).toString('utf8')).toBe(JSON.stringify(page));
+    expect(relayed).toMatchObject({ ok: true, status: 200, headers: { 'Cache-Control': 'no-store' } });
+    // A caller that asks in neither form (another client, an older version) gets the plain envelope.
+    const raw = await client.connection.request(subject('page.get'), JSONCodec().encode(envelope()), { timeout: 1000 });
+    expect(raw.headers).toBeUndefined();
+    expect(JSONCodec().decode(raw.data)).toEqual({ ok: true, status: 200, headers: { 'Cache-Control': 'no-store' }, body: page });
+  });
+
+  it('relays errors and ordinary bodies as request() does', async () => {
+    server.serve(subject('plain.get'), async () => ({ body: { n: 1 } }));
+    server.serve(subject('refused.get'), async () => {
+      throw new ConflictError('offline', 'device_offline');
+    });
+    await server.connection.flush();
+    expect(await client.relay(subject('plain.get'), envelope())).toEqual({ ok: true, status: 200, body: { n: 1 } });
+    expect(await client.relay(subject('refused.get'), envelope())).toMatchObject({ ok: false, error: { status: 409, code: 'device_offline' } });
   });
 
   it('turns thrown API errors into error replies with their code and extras', async () => {
@@ -166,5 +191,12 @@ describe('Bus contracts', () => {
     await liar.connection.flush();
     await expect(liar.request('registry.device.connectivity', ask({ device_id: '0123456789AB' }))).rejects.toBeInstanceOf(ServiceUnavailableError);
     await liar.drain();
+  });
+
+  it('checks a body written as JSON text against the reply schema all the same', async () => {
+    owner.serve('registry.scope.resolve', async () => ({ body: JsonBody.of({ status: 'sleeping' }) }));
+    await owner.connection.flush();
+    const reply = await caller.relay('registry.scope.resolve', { request_id: 'req-h', params: {}, query: {} });
+    expect(reply).toMatchObject({ ok: false, error: { status: 500, code: 'internal_error' } });
   });
 });

@@ -1,4 +1,4 @@
-import { ConflictError, NotFoundError } from '@fleet/service-kit';
+import { ConflictError, JsonBody, NotFoundError } from '@fleet/service-kit';
 import { randomDeviceId, testSubject, uniqueId } from '@fleet/test-kit';
 import type { DeviceSummary, RequestEnvelope } from '@fleet/contracts';
 import { routes as realRoutes } from '../src/routes/table';
@@ -38,10 +38,18 @@ const testRoutes: RouteDef[] = [
   },
   { method: 'GET', path: '/v1/search', operationId: 'search', tag: 'Test', summary: 'search', permission: null, target: { subject: subject('search') },
     query: { properties: { limit: { type: 'integer', minimum: 1, maximum: 1000 } } }, responses: ok },
+  { method: 'GET', path: '/v1/pages', operationId: 'page', tag: 'Test', summary: 'page', permission: null, target: { subject: subject('page') }, responses: ok },
+  {
+    method: 'POST', path: '/v1/stamps', operationId: 'stamp', tag: 'Test', summary: 'stamp', permission: null, target: { subject: subject('stamp') }, idempotent: true,
+    body: { type: 'object' }, bodyOptional: true, responses: { 201: { description: 'stamped' } },
+  },
   { method: 'GET', path: '/v1/slow', operationId: 'slow', tag: 'Test', summary: 'slow', permission: null, target: { subject: subject('slow') }, responses: ok },
   { method: 'GET', path: '/v1/nobody', operationId: 'nobody', tag: 'Test', summary: 'nobody', permission: null, target: { subject: subject('nobody') }, responses: ok },
   { method: 'GET', path: '/v1/boom', operationId: 'boom', tag: 'Test', summary: 'boom', permission: null, target: { subject: subject('boom') }, responses: ok },
 ];
+
+/** A page its owner writes as JSON text (JsonBody): relayed to the partner byte for byte. */
+const PAGE = { records: Array.from({ length: 500 }, (_, k) => ({ seq: k, label: `r\u00e9cord "${k}" ✓`, at: null, ok: k % 2 === 0 })), has_more: true };
 
 let gw: TestGateway;
 const calls: Record<string, RequestEnvelope[]> = {};
@@ -77,6 +85,8 @@ beforeAll(async () => {
     return { status: 204 };
   });
   gw.bus.serve(subject('search'), async (req) => ({ body: { query: req.query } }));
+  gw.bus.serve(subject('page'), async () => ({ headers: { 'Cache-Control': 'no-store' }, body: JsonBody.of(PAGE) }));
+  gw.bus.serve(subject('stamp'), async (req) => (record('stamp', req), { status: 201, body: JsonBody.of({ n: (calls.stamp ?? []).length, note: 'é "q"' }) }));
   gw.bus.serve(subject('slow'), () => new Promise((resolve) => setTimeout(() => resolve({ body: {} }), 2500)));
   gw.bus.serve(subject('boom'), async () => {
     throw new Error('connection to db-internal-7 failed: password authentication failed for user "svc"');
@@ -93,6 +103,31 @@ const light = (org: number): string => {
   devices.set(id, { device_id: id, product: 'light', org_node_id: org, name: null });
   return id;
 };
+
+describe('bodies the owning service wrote as JSON text', () => {
+  it('writes them to the partner as they are, as JSON with the owner’s headers', async () => {
+    const p = await gw.partner(['--permissions', 'state_read']);
+    const res = await fetch(`${gw.url}/v1/pages`, { headers: { Authorization: `Bearer ${p.key}` } });
+    const text = await res.text();
+    expect(res.status).toBe(200);
+    expect(res.headers.get('content-type')).toBe('application/json; charset=utf-8');
+    expect(res.headers.get('cache-control')).toBe('no-store');
+    expect(Number(res.headers.get('content-length'))).toBe(Buffer.byteLength(text));
+    expect(text).toBe(JSON.stringify(PAGE));
+  });
+
+  it('keeps such an answer for an Idempotency-Key and replays the same body', async () => {
+    const p = await gw.partner(['--permissions', 'state_read']);
+    const headers = { 'Idempotency-Key': `k-${uniqueId()}` };
+    const first = await call(gw.url, 'POST', '/v1/stamps', { key: p.key, body: {}, headers });
+    const again = await call(gw.url, 'POST', '/v1/stamps', { key: p.key, body: {}, headers });
+    expect(first.status).toBe(201);
+    expect(first.body).toEqual({ n: expect.any(Number), note: 'é "q"' });
+    expect(again.status).toBe(201);
+    expect(again.headers.get('idempotent-replayed')).toBe('true');
+    expect(again.body).toEqual(first.body);
+  });
+});
 
 describe('permissions', () => {
   it('refuses a missing permission with 403 naming it, before looking at the body', async () => {

@@ -1,6 +1,6 @@
 import type { Request, Response } from 'express';
 import type { DeviceSummary, Permission, Principal } from '@fleet/contracts';
-import { ApiError, ForbiddenError, NotFoundError, RateLimitedError, ServiceUnavailableError, UnauthorizedError, ValidationError, fromEnvelopeError, warnIfFails, type Bus, type Logger } from '@fleet/service-kit';
+import { ApiError, ForbiddenError, JsonBody, NotFoundError, RateLimitedError, ServiceUnavailableError, UnauthorizedError, ValidationError, fromEnvelopeError, warnIfFails, type Bus, type Logger } from '@fleet/service-kit';
 import { bearerToken, type Authenticator } from '../auth/authenticator';
 import { accountBody } from '../handlers/account';
 import { isValidIdempotencyKey, requestFingerprint, type BeginResult, type IdempotencyStore, type StoredResponse } from '../idempotency';
@@ -90,7 +90,7 @@ export function apiPipeline(deps: PipelineDeps) {
 
     try {
       const outcome = await runRoute(deps, req, route, params, principal, rawBody, requestId, spend);
-      if (held) await dependency(deps.idempotency.complete(held.scope, held.key, held.fingerprint, outcome));
+      if (held) await dependency(deps.idempotency.complete(held.scope, held.key, held.fingerprint, storable(outcome)));
       writeOutcome(res, route, outcome, false);
     } catch (err) {
       if (held) await deps.idempotency.release(held.scope, held.key).catch(warnIfFails(deps.logger, 'releasing the idempotency key', { request_id: requestId }));
@@ -248,7 +248,8 @@ async function runRoute(
   // was stored, unless the service died (or stalled past commitWaitMs) between COMMIT and reply.
   const changes = route.method !== 'GET';
   const waits = changes ? { outcomeGraceMs: deps.outcomeGraceMs ?? 0, commitWaitMs: deps.commitWaitMs ?? 0 } : {};
-  const reply = await deps.bus.request(route.target.subject, envelope, waits).catch(async (err: unknown) => {
+  // Relayed: a body the owning service wrote as JSON text is written to the partner as it is.
+  const reply = await deps.bus.relay(route.target.subject, envelope, waits).catch(async (err: unknown) => {
     if (spent) await refund(deps, spent, requestId);
     throw err;
   });
@@ -313,6 +314,15 @@ function writeOutcome(res: Response, route: RouteDef, outcome: Outcome, replayed
   }
   res.status(outcome.status);
   if (outcome.status === 204 || outcome.body === undefined) res.end();
-  else res.json(outcome.body);
+  else if (outcome.body instanceof JsonBody) {
+    const { bytes } = outcome.body;
+    res.setHeader('Content-Type', 'application/json; charset=utf-8');
+    res.send(Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength));
+  } else res.json(outcome.body);
+}
+
+/** An outcome as the idempotency store keeps it: a body relayed as JSON text is kept as its value. */
+function storable(outcome: Outcome): Outcome {
+  return outcome.body instanceof JsonBody ? { ...outcome, body: outcome.body.parse() } : outcome;
 }
 
