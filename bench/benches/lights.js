@@ -13,7 +13,6 @@ const { createHistogram, performance } = require('node:perf_hooks');
 const { ROOT } = require('@fleet/launcher');
 const { gatewayAdmin, startPrivateFleet } = require('../lib/fleet-setup');
 const { cpuTimeMs } = require('../lib/proc');
-const { PROFILE_NODE_OPTIONS } = require('../lib/cpuprofile');
 
 const SERVICES = ['device-registry', 'light-command', 'mqtt-bridge', 'gateway'];
 const SECRET = 'Bench-Light-Sec!';
@@ -167,8 +166,6 @@ async function run(ctx) {
       // The global per-device ceiling (default 120 per minute) would cap the rate at 2/s per light:
       // lifted here so the bench measures the path, not the limit.
       DEVICE_COMMAND_CEILING_PER_MIN: '100000000',
-      // --profile: every service writes a CPU profile (named by its instance) when it stops.
-      ...(profileDir ? { NODE_OPTIONS: PROFILE_NODE_OPTIONS } : {}),
     },
   });
   const { fleet, id } = priv;

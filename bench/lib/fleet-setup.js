@@ -9,6 +9,7 @@ const path = require('node:path');
 const { Client } = require('pg');
 const { Redis } = require('ioredis');
 const { startFleet, freePort, ROOT } = require('@fleet/launcher');
+const { PROFILE_NODE_OPTIONS } = require('./cpuprofile');
 
 const POSTGRES_URL = process.env.POSTGRES_URL ?? 'postgresql://postgres@127.0.0.1:5432/postgres';
 const REDIS_URL = process.env.REDIS_URL ?? 'redis://127.0.0.1:6379';
@@ -21,7 +22,8 @@ function databaseUrl(name) {
 
 /**
  * Starts the named services with a unique database prefix and Redis key prefix.
- * `serviceEnv` is added to every service's environment (e.g. NODE_OPTIONS for profiling);
+ * `serviceEnv` is added to every service's environment; under --profile (BENCH_CPU_PROFILE_DIR
+ * set by bench/run.js) every service also writes a CPU profile when it stops;
  * `privateNats` starts a nats-server for this fleet alone.
  * Returns { fleet, id, databasePrefix, redisKeyPrefix, logDir, gatewayDatabaseUrl, cleanup }.
  * cleanup({ keepLogs }) stops the services, drops the databases, deletes the Redis keys and
@@ -63,7 +65,14 @@ async function startPrivateFleet({ services, serviceEnv = {}, logLevel = 'warn',
       dataDir: workDir,
       // privateNats: a nats-server of the fleet's own, so its streams and load are the bench's alone.
       privateNats,
-      env: { LOG_LEVEL: logLevel, REDIS_KEY_PREFIX: redisKeyPrefix, REDIS_URL, POSTGRES_URL, ...serviceEnv },
+      env: {
+        LOG_LEVEL: logLevel,
+        REDIS_KEY_PREFIX: redisKeyPrefix,
+        REDIS_URL,
+        POSTGRES_URL,
+        ...(process.env.BENCH_CPU_PROFILE_DIR ? { NODE_OPTIONS: PROFILE_NODE_OPTIONS } : {}),
+        ...serviceEnv,
+      },
     });
   } catch (err) {
     await cleanup({ keepLogs: true });
