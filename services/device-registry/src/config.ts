@@ -3,6 +3,9 @@ import path from 'node:path';
 import { randomBytes } from 'node:crypto';
 import { baseConfigSchema, loadConfig, z } from '@fleet/service-kit';
 
+/** An MQTT topic root: one or more non-empty levels without wildcards (as mqtt-bridge's). */
+const topicRoot = z.string().regex(/^[^#+/\s]+(\/[^#+/\s]+)*$/, 'a topic root like "light" (no wildcards, no empty levels)');
+
 const schema = baseConfigSchema.extend({
   HEALTH_PORT: z.coerce.number().int().min(0).max(65535).default(9101),
   DATABASE_URL: z.string().default('postgresql://postgres@127.0.0.1:5432/fleet_device_registry'),
@@ -26,6 +29,29 @@ const schema = baseConfigSchema.extend({
   TELEMETRY_CONSUMER: z.string().default('registry-telemetry'),
   TELEMETRY_RETENTION_DAYS: z.coerce.number().positive().default(30),
   TELEMETRY_RETENTION_INTERVAL_SECONDS: z.coerce.number().positive().default(3600),
+  /**
+   * Where the broker finds device credentials: `dynsec` (mqtt-bridge mirrors each into
+   * Mosquitto's dynamic-security plugin; the embedded default) or `hook` (only in Postgres: the
+   * broker asks the hook below at every CONNECT, PUBLISH and SUBSCRIBE). Either way the record
+   * holds the broker password's hash.
+   */
+  BROKER_CREDENTIALS: z.enum(['dynsec', 'hook']).default('dynsec'),
+  /** HTTP port of the broker authentication and authorization hook; 0: not served. */
+  BROKER_HOOK_PORT: z.coerce.number().int().min(0).max(65535).default(0),
+  /** How long the hook may answer from a device row it read (at most 1 s: a removed device is refused within a second). */
+  BROKER_HOOK_CACHE_MS: z.coerce.number().int().min(0).max(1000).default(1000),
+  /**
+   * The platform's own broker identity, which the hook lets use any client id and topic:
+   * mqtt-bridge's MQTT_ADMIN_USERNAME / MQTT_ADMIN_PASSWORD, which these default to.
+   */
+  BROKER_PLATFORM_USERNAME: z.string().min(1).optional(),
+  BROKER_PLATFORM_PASSWORD: z.string().min(1).optional(),
+  MQTT_ADMIN_USERNAME: z.string().min(1).default('fleet-admin'),
+  MQTT_ADMIN_PASSWORD: z.string().min(1).optional(),
+  /** The broker, for cutting a removed device off in `hook` mode. */
+  MQTT_URL: z.string().default('mqtt://127.0.0.1:1883'),
+  LIGHT_TOPIC_ROOT: topicRoot.default('light'),
+  METER_TOPIC_ROOT: topicRoot.default('meter'),
 });
 
 export type RegistryConfig = z.infer<typeof schema>;
@@ -75,5 +101,14 @@ export function settingsKek(config: RegistryConfig): Buffer {
 }
 
 export function readRegistryConfig(env: Record<string, string | undefined> = process.env): RegistryConfig {
-  return loadConfig(schema, env);
+  const config = loadConfig(schema, env);
+  if ((config.BROKER_CREDENTIALS === 'hook' || config.BROKER_HOOK_PORT > 0) && !platformIdentity(config).password) {
+    throw new Error('invalid configuration: BROKER_PLATFORM_PASSWORD (or MQTT_ADMIN_PASSWORD) is required with BROKER_CREDENTIALS=hook or a BROKER_HOOK_PORT');
+  }
+  return config;
+}
+
+/** The platform's broker identity (readRegistryConfig refuses a hook without its password). */
+export function platformIdentity(config: RegistryConfig): { username: string; password: string } {
+  return { username: config.BROKER_PLATFORM_USERNAME ?? config.MQTT_ADMIN_USERNAME, password: config.BROKER_PLATFORM_PASSWORD ?? config.MQTT_ADMIN_PASSWORD ?? '' };
 }

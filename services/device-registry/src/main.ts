@@ -1,7 +1,12 @@
 import { BridgeClient } from '@fleet/bridge-client';
 import { ensureDatabase, migrate } from '@fleet/db';
 import { ServiceRuntime } from '@fleet/service-kit';
-import { readRegistryConfig, settingsKek } from './config';
+import { BrokerHook } from './broker/broker-hook';
+import { CredentialCache } from './broker/credential-cache';
+import { HookCredentials, type RegistryBroker } from './broker/hook-credentials';
+import { HookServer } from './broker/hook-server';
+import { SessionTakeover } from './broker/session-takeover';
+import { platformIdentity, readRegistryConfig, settingsKek, type RegistryConfig } from './config';
 import { connectivityConsumer } from './handlers/connectivity-consumer';
 import { OutboxRelay } from './handlers/outbox-relay';
 import { RecentConnectivity } from './handlers/recent-connectivity';
@@ -31,10 +36,21 @@ async function main(): Promise<void> {
   const recent = new RecentConnectivity(bus.connection, config.CONNECTIVITY_SUBJECT, logger.child({ component: 'recent-connectivity' }));
   recent.start();
   runtime.onClose(() => recent.stop(), 'intake');
+  const credentials = new CredentialCache(db, config.BROKER_HOOK_CACHE_MS);
+  if (config.BROKER_HOOK_PORT > 0) {
+    const hookServer = new HookServer(brokerHook(config, credentials), logger.child({ component: 'broker-hook' }));
+    const port = await hookServer.listen(config.BROKER_HOOK_PORT);
+    logger.info({ port }, 'broker authentication hook listening');
+    runtime.onClose(() => hookServer.close());
+  }
+  const broker: RegistryBroker =
+    config.BROKER_CREDENTIALS === 'hook'
+      ? new HookCredentials(credentials, new SessionTakeover(config.MQTT_URL, platformIdentity(config), logger.child({ component: 'takeover' })), config.BROKER_HOOK_CACHE_MS, logger)
+      : new BridgeClient(bus, { timeoutMs: config.BRIDGE_REQUEST_TIMEOUT_MS, logger: logger.child({ component: 'bridge' }) });
   serveRegistry(bus, {
     db,
     kek,
-    broker: new BridgeClient(bus, { timeoutMs: config.BRIDGE_REQUEST_TIMEOUT_MS, logger: logger.child({ component: 'bridge' }) }),
+    broker,
     logger: logger.child({ component: 'handlers' }),
     relay,
     recent,
@@ -77,6 +93,10 @@ async function main(): Promise<void> {
     runtime.onClose(() => worker.stop(), 'intake');
   }
   runtime.ready();
+}
+
+function brokerHook(config: RegistryConfig, credentials: CredentialCache): BrokerHook {
+  return new BrokerHook(credentials, platformIdentity(config), { light: config.LIGHT_TOPIC_ROOT, meter: config.METER_TOPIC_ROOT });
 }
 
 main().catch((err) => {

@@ -2,7 +2,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { randomBytes } from 'node:crypto';
-import { readRegistryConfig, settingsKek } from '../src/config';
+import { platformIdentity, readRegistryConfig, settingsKek } from '../src/config';
 
 describe('configuration', () => {
   it('has the documented defaults', () => {
@@ -18,6 +18,16 @@ describe('configuration', () => {
       TELEMETRY_FILTER: 'dev.in.*.*.tele.>',
       TELEMETRY_RETENTION_DAYS: 30,
     });
+  });
+
+  it('keeps broker credentials in dynamic security with no hook unless told, and needs the platform password for a hook', () => {
+    expect(readRegistryConfig({})).toMatchObject({ BROKER_CREDENTIALS: 'dynsec', BROKER_HOOK_PORT: 0, BROKER_HOOK_CACHE_MS: 1000, LIGHT_TOPIC_ROOT: 'light', METER_TOPIC_ROOT: 'meter' });
+    expect(() => readRegistryConfig({ BROKER_CREDENTIALS: 'hook' })).toThrow(/BROKER_PLATFORM_PASSWORD/);
+    expect(() => readRegistryConfig({ BROKER_HOOK_PORT: '9111' })).toThrow(/BROKER_PLATFORM_PASSWORD/);
+    expect(() => readRegistryConfig({ BROKER_HOOK_CACHE_MS: '5000' })).toThrow();
+    // The platform identity is mqtt-bridge's own unless set apart.
+    expect(platformIdentity(readRegistryConfig({ BROKER_HOOK_PORT: '9111', MQTT_ADMIN_USERNAME: 'admin', MQTT_ADMIN_PASSWORD: 'a-pw' }))).toEqual({ username: 'admin', password: 'a-pw' });
+    expect(platformIdentity(readRegistryConfig({ BROKER_CREDENTIALS: 'hook', MQTT_ADMIN_PASSWORD: 'a-pw', BROKER_PLATFORM_USERNAME: 'p', BROKER_PLATFORM_PASSWORD: 'p-pw' }))).toEqual({ username: 'p', password: 'p-pw' });
   });
 
   it('takes the settings key-encryption key from the environment and refuses a bad one', () => {

@@ -46,7 +46,7 @@ afterAll(async () => {
 
 async function newDevice(product: 'light' | 'meter' = 'light'): Promise<string> {
   const deviceId = randomDeviceId();
-  await insertDevice(testDb.db, { deviceId, product, name: null, orgNodeId: 1, credentialSource: 'generate', settingsKeyCiphertext: null });
+  await insertDevice(testDb.db, { deviceId, product, name: null, orgNodeId: 1, credentialSource: 'generate', settingsKeyCiphertext: null, brokerPasswordHash: null });
   return deviceId;
 }
 

@@ -123,7 +123,7 @@ describe('provisioning against its deadline', () => {
     const [first, second] = await Promise.all([outcome(late), outcome(retry)]);
     expect(first).toMatchObject({ status: 503 });
     expect(second).toMatchObject({ status: 201 });
-    const password = (second as HandlerResult).body?.password as string;
+    const password = ((second as HandlerResult).body as { password?: string } | undefined)?.password as string;
     expect(await stored(id)).toBe(true);
     // The broker holds the retry's credential: the late attempt's compensation left it alone.
     expect(broker.credentials.get(id)).toBe(deriveBrokerPassword(password, id, 'light'));

@@ -9,6 +9,7 @@ import { checkReplyEnvelope, type Principal, type ReplyEnvelope } from '@fleet/c
 import type { Bus, RequestOf } from '@fleet/service-kit';
 import { randomDeviceId, uniqueId, waitFor } from '@fleet/test-kit';
 import { BridgeClient } from '@fleet/bridge-client';
+import { verifyBrokerPassword } from '../src/domain/broker-password';
 import { decryptSettingsKey, deriveBrokerPassword, deriveSettingsKey, openSetting } from '../src/domain/crypto';
 import { OutboxRelay } from '../src/handlers/outbox-relay';
 import { RecentConnectivity } from '../src/handlers/recent-connectivity';
@@ -111,6 +112,12 @@ describe('provisioning', () => {
     const row = await testDb.db.device.findUniqueOrThrow({ where: { deviceId: id } });
     expect(row).toMatchObject({ orgNodeId: 1, product: 'light', name: 'Lobby light', credentialSource: 'generate', status: 'disconnected', automationEnabled: true });
     expect(JSON.stringify(row)).not.toContain(body.password);
+    // The broker password is kept only as its hash, which the broker authentication hook checks.
+    const brokerPassword = deriveBrokerPassword(body.password as string, id, 'light');
+    expect(row.brokerPasswordHash).toMatch(/^scrypt\$1024\$8\$1\$/);
+    expect(JSON.stringify(row)).not.toContain(brokerPassword);
+    expect(await verifyBrokerPassword(brokerPassword, row.brokerPasswordHash as string)).toBe(true);
+    expect(await verifyBrokerPassword(`${brokerPassword}x`, row.brokerPasswordHash as string)).toBe(false);
     expect(decryptSettingsKey(kek, id, row.settingsKeyCiphertext as string).equals(deriveSettingsKey(body.password as string, id, 'light'))).toBe(true);
     await waitFor(() => events.some((e) => e.device_id === id && e.change === 'provisioned'), { what: 'device.changed event' });
   });

@@ -58,8 +58,10 @@ export async function startBridge(config: BridgeConfig, runtime: ServiceRuntime)
   });
   runtime.onClose(() => control.close());
   await control.ready(30_000);
-  const credentials = new DeviceCredentials(control, roots);
-  await credentials.ensureBridgeRole(config.MQTT_ADMIN_USERNAME);
+  // With BROKER_AUTH=hook the broker reads credentials from the registry's hook: there is no
+  // dynamic-security plugin to keep, and the registry never asks for a credential change.
+  const credentials = config.BROKER_AUTH === 'dynsec' ? new DeviceCredentials(control, roots) : undefined;
+  await credentials?.ensureBridgeRole(config.MQTT_ADMIN_USERNAME);
 
   const connectivity = new ConnectivityPublisher({
     js,

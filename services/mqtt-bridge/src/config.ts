@@ -10,6 +10,13 @@ const streamName = z.string().regex(/^[A-Za-z0-9_-]+$/);
 const schema = baseConfigSchema.extend({
   HEALTH_PORT: z.coerce.number().int().min(0).max(65535).default(9106),
   MQTT_URL: z.string().default('mqtt://127.0.0.1:1883'),
+  /**
+   * `dynsec`: device credentials are mirrored into Mosquitto's dynamic-security plugin (the
+   * embedded default). `hook`: the broker asks device-registry's authentication hook, and
+   * MQTT_ADMIN_USERNAME / MQTT_ADMIN_PASSWORD are the platform identity the hook knows
+   * (device-registry's BROKER_PLATFORM_USERNAME / BROKER_PLATFORM_PASSWORD).
+   */
+  BROKER_AUTH: z.enum(['dynsec', 'hook']).default('dynsec'),
   MQTT_ADMIN_USERNAME: z.string().min(1),
   MQTT_ADMIN_PASSWORD: z.string().min(1),
   /** Every replica joins this shared-subscription group, so each device message goes to one of them. */

@@ -96,7 +96,7 @@ describe('raw publish', () => {
     ]);
     expect(answers.map((a) => a.status)).toEqual([202, 202, 202, 202]);
     expect(answers[0]?.body).toEqual({ topic: topics[0], payload: 'x', sent_at: expect.any(String), qos: 2, retain: false });
-    expect(Number.isNaN(Date.parse(String(answers[0]?.body?.sent_at)))).toBe(false);
+    expect(Number.isNaN(Date.parse(String((answers[0]?.body as { sent_at?: string } | undefined)?.sent_at)))).toBe(false);
   });
 
   it('sends the QoS and retain flag given, even where the device protocol has its own QoS', async () => {

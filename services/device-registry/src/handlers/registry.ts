@@ -10,7 +10,6 @@ import {
   type Logger,
   type ServiceHandlers,
 } from '@fleet/service-kit';
-import type { BrokerCredentials } from '@fleet/bridge-client';
 import { decryptSettingsKey, sealSetting } from '../domain/crypto';
 import {
   connectivityOf,
@@ -40,10 +39,11 @@ import type { RegistryDb, RegistryTx } from '../store/prisma';
 import { recentTelemetry } from '../store/telemetry';
 import { planProvisioning, provisionDevice, provisionedAnswer } from '../use-cases/provision-device';
 import type { RecentConnectivity } from './recent-connectivity';
+import type { RegistryBroker } from '../broker/hook-credentials';
 
 export interface RegistryDeps {
   db: RegistryDb;
-  broker: BrokerCredentials;
+  broker: RegistryBroker;
   /** Encrypts settings keys at rest. */
   kek: Buffer;
   logger: Logger;
@@ -162,6 +162,9 @@ export function registryHandlers(deps: RegistryDeps): ServiceHandlers<RegistrySu
         if (!isDeadlineExceeded(err)) throw err;
         throw new ServiceUnavailableError('The removal ran out of time; the device record is kept and its broker credential is cut. Retry the removal.');
       }
+      // Where the broker asks the hook, the record was the credential: now the connection goes too.
+      // The device can no longer connect either way, so a broker out of reach does not undo the removal.
+      await broker.cutOff?.(device.deviceId).catch((err: unknown) => ctx.logger.warn({ err, device_id: device.deviceId }, 'could not cut the removed device off the broker'));
       return { status: 204 };
     },
 

@@ -100,6 +100,7 @@ export interface NewDevice {
   orgNodeId: number;
   credentialSource: string;
   settingsKeyCiphertext: string | null;
+  brokerPasswordHash: string | null;
 }
 
 export async function insertDevice(tx: RegistryTx, d: NewDevice): Promise<void> {

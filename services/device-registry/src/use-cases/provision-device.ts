@@ -1,10 +1,12 @@
 /**
  * Provisioning a device: a saga of two steps and one compensation.
  *
- *   plan        read-only: the request parsed, the org node, the credentials derived
- *   step 1      under the device id's lock, the id is free: the broker credential is set
- *   step 2      the record and its `provisioned` event (the outbox) are inserted and committed,
- *               only until the request's deadline
+ *   plan        read-only: the request parsed, the org node, the credentials derived and the
+ *               broker password hashed
+ *   step 1      under the device id's lock, the id is free: the broker credential is set (with
+ *               Mosquitto's dynamic security; nothing to do where the broker asks the hook)
+ *   step 2      the record with its broker password hash and its `provisioned` event (the
+ *               outbox) are inserted and committed, only until the request's deadline
  *   compensate  step 2 did not commit (deadline, database, conflict): the credential is taken
  *               back, unless a provisioning of the same id committed meanwhile
  *
@@ -14,6 +16,7 @@ import type { Principal } from '@fleet/contracts';
 import { transactionBy, type CommitWindow } from '@fleet/db';
 import type { BrokerCredentials } from '@fleet/bridge-client';
 import { ApiError, ConflictError, ServiceUnavailableError, isDeadlineExceeded, type HandlerResult, type Logger } from '@fleet/service-kit';
+import { hashBrokerPassword } from '../domain/broker-password';
 import { deriveBrokerPassword, deriveSettingsKey, encryptSettingsKey, generateRootSecret } from '../domain/crypto';
 import { CREDENTIAL_FORMAT, parseProvisionBody, placeDevice, type ProvisionRequest } from '../domain/provision';
 import { scopeOf, subtreeIds } from '../domain/scope';
@@ -37,6 +40,7 @@ export interface ProvisionPlan {
   /** The root secret when the platform generated it (answered once, never stored). */
   generatedRootSecret?: string;
   brokerPassword: string;
+  brokerPasswordHash: string;
   settingsKeyCiphertext: string | null;
 }
 
@@ -62,7 +66,8 @@ export async function planProvisioning(deps: ProvisionDeps, principal: Principal
   const brokerPassword = rootSecret !== undefined ? deriveBrokerPassword(rootSecret, request.deviceId, request.product) : (request.mqttPassword as string);
   const settingsKeyCiphertext =
     rootSecret !== undefined ? encryptSettingsKey(deps.kek, request.deviceId, deriveSettingsKey(rootSecret, request.deviceId, request.product)) : null;
-  return { request, orgNodeId, brokerPassword, settingsKeyCiphertext, ...(request.source === 'generate' ? { generatedRootSecret: rootSecret } : {}) };
+  const brokerPasswordHash = await hashBrokerPassword(brokerPassword);
+  return { request, orgNodeId, brokerPassword, brokerPasswordHash, settingsKeyCiphertext, ...(request.source === 'generate' ? { generatedRootSecret: rootSecret } : {}) };
 }
 
 /** Carries out the plan (steps 1 and 2, or the compensation). Throws 409 conflict or 503; nothing is left behind then. */
@@ -92,6 +97,7 @@ export async function provisionDevice(deps: ProvisionDeps, plan: ProvisionPlan, 
           orgNodeId: plan.orgNodeId,
           credentialSource: request.source,
           settingsKeyCiphertext: plan.settingsKeyCiphertext,
+          brokerPasswordHash: plan.brokerPasswordHash,
         });
         await recordEvent(tx, 'evt.registry.device.changed.v1', { device_id: request.deviceId, change: 'provisioned', at: deps.now().toISOString() });
       },

@@ -1,0 +1,2 @@
+-- AlterTable
+ALTER TABLE "devices" ADD COLUMN     "broker_password_hash" TEXT;
