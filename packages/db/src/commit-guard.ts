@@ -204,6 +204,28 @@ export async function transactionBy<Tx extends RawExecutor, R>(
   }
 }
 
+/**
+ * Work that is a single statement, committed on its own, only until the deadline: one round trip
+ * instead of a transaction's BEGIN, deadline, work and COMMIT. `run` sends its statement with
+ * `guard` as the first entry of its WITH list (`WITH ${guard}, …`): a CTE that records the
+ * deadline, which the guard's trigger checks when the statement commits (DL001 after it).
+ * The commit notice, if any, is sent before the statement.
+ */
+export async function statementBy<R>(db: TransactionalClient<RawExecutor>, window: number | CommitWindow, run: (guard: string) => Promise<R>): Promise<R> {
+  const { deadline, beforeCommit } = typeof window === 'number' ? { deadline: window, beforeCommit: undefined } : window;
+  if (Date.now() >= deadline) throw new CommitDeadlineError(deadline);
+  await ensureCommitGuard(db);
+  await beforeCommit?.();
+  // The deadline is a number the caller computed, written as a literal (no parameter to number).
+  const guard = `commit_guard AS (INSERT INTO ${COMMIT_GUARD_SCHEMA}.commit_deadline (deadline) VALUES ('${new Date(deadline).toISOString()}'::timestamptz))`;
+  try {
+    return await run(guard);
+  } catch (err) {
+    if (isCommitDeadlineFailure(err)) throw new CommitDeadlineError(deadline, { cause: err });
+    throw err;
+  }
+}
+
 /** Fields a driver, driver-adapter or Prisma error may carry. */
 interface ErrorLike {
   code?: unknown;

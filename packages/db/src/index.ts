@@ -13,6 +13,7 @@ export {
   ensureCommitGuard,
   installCommitGuard,
   isCommitDeadlineFailure,
+  statementBy,
   transactionBy,
 } from './commit-guard';
 export type { CommitWindow, RawExecutor, TransactionalClient, TransactionOptions } from './commit-guard';

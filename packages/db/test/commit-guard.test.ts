@@ -9,6 +9,7 @@ import {
   installCommitGuard,
   isCommitDeadlineFailure,
   migrate,
+  statementBy,
   transactionBy,
   type RawExecutor,
   type TransactionalClient,
@@ -183,6 +184,43 @@ class AdapterClient implements TransactionalClient<RawExecutor> {
     return this.adapter.dispose();
   }
 }
+
+describe('statementBy (one statement that commits on its own)', () => {
+  let db: AdapterClient;
+  beforeAll(async () => {
+    db = await AdapterClient.open(DB_URL);
+  });
+  afterAll(() => db.dispose());
+
+  it('commits a statement that ends before the deadline, after the commit notice, leaving no guard row', async () => {
+    const order: string[] = [];
+    const window = { deadline: Date.now() + 2_000, beforeCommit: async () => void order.push('notice') };
+    await statementBy(db, window, async (guard) => {
+      order.push('statement');
+      return db.$executeRawUnsafe(`WITH ${guard}, w AS (INSERT INTO work VALUES ($1)) SELECT 1`, 'stmt-before');
+    });
+    expect(order).toEqual(['notice', 'statement']);
+    expect(await stored('stmt-before')).toBe(true);
+    expect(await guardRows()).toBe(0);
+  });
+
+  it('rolls back a statement that is still running at its deadline, and says so', async () => {
+    const deadline = Date.now() + 200;
+    const failure = await statementBy(db, deadline, (guard) =>
+      db.$executeRawUnsafe(`WITH ${guard}, w AS (INSERT INTO work VALUES ($1)) SELECT pg_sleep(0.4)`, 'stmt-after'),
+    ).catch((err: unknown) => err);
+    expect(failure).toBeInstanceOf(CommitDeadlineError);
+    expect(isCommitDeadlineFailure((failure as Error).cause)).toBe(true);
+    expect(await stored('stmt-after')).toBe(false);
+    expect(await guardRows()).toBe(0);
+  });
+
+  it('does not send a statement whose deadline has passed', async () => {
+    const run = jest.fn(async () => 0);
+    await expect(statementBy(db, Date.now() - 1, run)).rejects.toBeInstanceOf(CommitDeadlineError);
+    expect(run).not.toHaveBeenCalled();
+  });
+});
 
 describe('transactionBy (through @prisma/adapter-pg)', () => {
   let db: AdapterClient;
