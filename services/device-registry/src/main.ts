@@ -6,6 +6,7 @@ import { CredentialCache } from './broker/credential-cache';
 import { HookCredentials, type RegistryBroker } from './broker/hook-credentials';
 import { HookServer } from './broker/hook-server';
 import { SessionTakeover } from './broker/session-takeover';
+import type { TopicRoots } from './domain/broker-access';
 import { platformIdentity, readRegistryConfig, settingsKek, type RegistryConfig } from './config';
 import { connectivityConsumer } from './handlers/connectivity-consumer';
 import { OutboxRelay } from './handlers/outbox-relay';
@@ -45,12 +46,13 @@ async function main(): Promise<void> {
   }
   const broker: RegistryBroker =
     config.BROKER_CREDENTIALS === 'hook'
-      ? new HookCredentials(credentials, new SessionTakeover(config.MQTT_URL, platformIdentity(config), logger.child({ component: 'takeover' })), config.BROKER_HOOK_CACHE_MS, logger)
+      ? new HookCredentials(credentials, new SessionTakeover(config.MQTT_URL, platformIdentity(config), topicRoots(config), logger.child({ component: 'takeover' })), config.BROKER_HOOK_CACHE_MS, logger)
       : new BridgeClient(bus, { timeoutMs: config.BRIDGE_REQUEST_TIMEOUT_MS, logger: logger.child({ component: 'bridge' }) });
   serveRegistry(bus, {
     db,
     kek,
     broker,
+    brokerKeepsCredentials: config.BROKER_CREDENTIALS === 'dynsec',
     logger: logger.child({ component: 'handlers' }),
     relay,
     recent,
@@ -95,8 +97,12 @@ async function main(): Promise<void> {
   runtime.ready();
 }
 
+function topicRoots(config: RegistryConfig): TopicRoots {
+  return { light: config.LIGHT_TOPIC_ROOT, meter: config.METER_TOPIC_ROOT };
+}
+
 function brokerHook(config: RegistryConfig, credentials: CredentialCache): BrokerHook {
-  return new BrokerHook(credentials, platformIdentity(config), { light: config.LIGHT_TOPIC_ROOT, meter: config.METER_TOPIC_ROOT });
+  return new BrokerHook(credentials, platformIdentity(config), topicRoots(config));
 }
 
 main().catch((err) => {

@@ -56,7 +56,8 @@ const emqx = async (path: 'authn' | 'authz', body: Record<string, string>, base 
   const res = await fetch(`${base}/mqtt/emqx/${path}`, { method: 'POST', headers: { 'Content-Type': 'application/json' }, body: JSON.stringify(body) });
   return { status: res.status, body: res.status === 200 ? ((await res.json()) as { result: string }) : await res.text() };
 };
-const connect = async (username: string, password: string, clientid = username) => (await emqx('authn', { clientid, username, password })).body;
+type EmqxAnswer = { result: string; is_superuser?: boolean };
+const connect = async (username: string, password: string, clientid = username) => (await emqx('authn', { clientid, username, password })).body as EmqxAnswer;
 const may = async (username: string, action: string, topic: string) => (await emqx('authz', { clientid: username, username, action, topic })).body;
 const rabbit = async (path: string, fields: Record<string, string>) => {
   const res = await fetch(`${url}/mqtt/rabbitmq/${path}`, { method: 'POST', headers: { 'Content-Type': 'application/x-www-form-urlencoded' }, body: new URLSearchParams(fields).toString() });
@@ -78,8 +79,8 @@ describe('EMQX: CONNECT', () => {
   });
 
   it('lets the platform identity in with any client id, and only with its password', async () => {
-    expect(await connect(PLATFORM.username, PLATFORM.password, light)).toMatchObject({ result: 'allow' });
-    expect(await connect(PLATFORM.username, 'guess', 'fleet-bridge-0')).toMatchObject({ result: 'deny' });
+    expect(await connect(PLATFORM.username, PLATFORM.password, light)).toEqual({ result: 'allow', is_superuser: true });
+    expect(await connect(PLATFORM.username, 'guess', 'fleet-bridge-0')).toEqual({ result: 'deny', is_superuser: false });
   });
 });
 

@@ -9,7 +9,7 @@
 import { randomBytes } from 'node:crypto';
 import { CommitDeadlineError, transactionBy } from '@fleet/db';
 import type { Principal, RequestEnvelope } from '@fleet/contracts';
-import { ApiError, Bus, type HandlerContext, type HandlerResult } from '@fleet/service-kit';
+import { ApiError, Bus, isDeadlineExceeded, type HandlerContext, type HandlerResult } from '@fleet/service-kit';
 import { randomDeviceId, uniqueId } from '@fleet/test-kit';
 import type { BrokerCredentials, CallFor } from '@fleet/bridge-client';
 import { deriveBrokerPassword } from '../src/domain/crypto';
@@ -194,6 +194,59 @@ describe('over the bus', () => {
     } finally {
       await bus.drain();
       await brokenDb.$disconnect();
+    }
+  });
+});
+
+describe('provisioning where the broker asks the hook (one statement, no broker step)', () => {
+  let hookHandlers: ReturnType<typeof registryHandlers>;
+  beforeAll(() => {
+    hookHandlers = registryHandlers({ db: testDb.db, broker, kek: randomBytes(32), logger, brokerKeepsCredentials: false });
+  });
+
+  it('stores the record with its hash and its event, and never calls the broker', async () => {
+    const id = randomDeviceId();
+    const before = broker.credentials.size;
+    const answer = await hookHandlers['registry.device.provision'](provisionRequest(id), ctx(Date.now() + 2_000));
+    expect(answer).toMatchObject({ status: 201 });
+    const row = await testDb.db.device.findUniqueOrThrow({ where: { deviceId: id } });
+    expect(row.brokerPasswordHash).toMatch(/^scrypt\$/);
+    expect(await eventsOf(id)).toBe(1);
+    expect(broker.credentials.size).toBe(before);
+  });
+
+  it('answers 409 for an id in use and writes nothing', async () => {
+    const id = randomDeviceId();
+    await hookHandlers['registry.device.provision'](provisionRequest(id), ctx(Date.now() + 2_000));
+    expect(await outcome(hookHandlers['registry.device.provision'](provisionRequest(id), ctx(Date.now() + 2_000)))).toMatchObject({ status: 409, code: 'conflict' });
+    expect(await eventsOf(id)).toBe(1);
+  });
+
+  it('stores nothing when the statement would commit after the deadline', async () => {
+    const id = randomDeviceId();
+    // A lock the statement waits on (lockDeviceId's key) holds it past its deadline.
+    const holder = openRegistryDb(testDb.url);
+    try {
+      let release!: () => void;
+      const released = new Promise<void>((r) => (release = r));
+      let locked!: () => void;
+      const lockTaken = new Promise<void>((r) => (locked = r));
+      const holding = holder.$transaction(async (tx) => {
+        await tx.$executeRawUnsafe('SELECT pg_advisory_xact_lock(hashtext($1))', `device:${id}`);
+        locked();
+        await released;
+      });
+      await lockTaken;
+      // The bus answers a missed deadline 503 (isDeadlineExceeded), as for every handler.
+      const late = hookHandlers['registry.device.provision'](provisionRequest(id), ctx(Date.now() + 300)).catch((err: unknown) => err);
+      await sleep(600);
+      release();
+      await holding;
+      expect(isDeadlineExceeded(await late)).toBe(true);
+      expect(await stored(id)).toBe(false);
+      expect(await eventsOf(id)).toBe(0);
+    } finally {
+      await holder.$disconnect();
     }
   });
 });

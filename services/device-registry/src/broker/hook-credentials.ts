@@ -1,12 +1,13 @@
 import type { BrokerCredentials, CallFor } from '@fleet/bridge-client';
 import type { Logger } from '@fleet/service-kit';
+import type { Product } from '../domain/products';
 import type { CredentialCache } from './credential-cache';
 import type { SessionTakeover } from './session-takeover';
 
 /** How the registry keeps the broker in step with its records, whatever the broker. */
 export interface RegistryBroker extends BrokerCredentials {
   /** After a removal committed: cut the device off where the broker has nothing to delete. */
-  cutOff?(deviceId: string): Promise<void>;
+  cutOff?(deviceId: string, product: Product): Promise<void>;
 }
 
 /**
@@ -30,12 +31,12 @@ export class HookCredentials implements RegistryBroker {
     this.cache.forget(deviceId);
   }
 
-  async cutOff(deviceId: string): Promise<void> {
+  async cutOff(deviceId: string, product: Product): Promise<void> {
     this.cache.forget(deviceId);
     const again = setTimeout(() => {
-      this.takeover.cutOff(deviceId).catch((err: unknown) => this.logger.warn({ err, device_id: deviceId }, 'second session takeover failed'));
+      this.takeover.cutOff(deviceId, product).catch((err: unknown) => this.logger.warn({ err, device_id: deviceId }, 'second session takeover failed'));
     }, this.cacheMs + 100);
     again.unref();
-    await this.takeover.cutOff(deviceId);
+    await this.takeover.cutOff(deviceId, product);
   }
 }

@@ -72,7 +72,8 @@ export class HookServer {
     switch (path) {
       case '/mqtt/emqx/authn': {
         const verdict = await this.hook.authenticate(user, f.password ?? '', f.clientid);
-        return json({ result: verdict, is_superuser: false });
+        // The platform may use every topic anyway: as a superuser EMQX asks nothing more of it.
+        return json({ result: verdict, is_superuser: verdict === 'allow' && this.hook.isPlatform(user) });
       }
       case '/mqtt/emqx/authz': {
         const action = f.action === 'publish' || f.action === 'subscribe' ? f.action : undefined;

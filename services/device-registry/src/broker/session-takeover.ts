@@ -1,5 +1,7 @@
 import mqtt from 'mqtt';
 import type { Logger } from '@fleet/service-kit';
+import type { Product } from '../domain/products';
+import type { TopicRoots } from '../domain/broker-access';
 import type { PlatformIdentity } from './broker-hook';
 
 /**
@@ -8,16 +10,21 @@ import type { PlatformIdentity } from './broker-hook';
  * platform identity: every MQTT broker then closes the device's connection (a session
  * takeover, MQTT 3.1.1 §3.1.4), and the device's next CONNECT is refused by the hook. Plain
  * MQTT 3.1.1, so it works on EMQX, RabbitMQ, VerneMQ, HiveMQ and Mosquitto alike.
+ *
+ * The device's last will (a retained `offline` status) may be refused once its record is gone,
+ * so the retained status is cleared in the same session: a removed device leaves no `online`
+ * behind for later subscribers.
  */
 export class SessionTakeover {
   constructor(
     private readonly url: string,
     private readonly platform: PlatformIdentity,
+    private readonly roots: TopicRoots,
     private readonly logger: Logger,
     private readonly timeoutMs = 3000,
   ) {}
 
-  async cutOff(deviceId: string): Promise<void> {
+  async cutOff(deviceId: string, product: Product): Promise<void> {
     const client = await mqtt.connectAsync(this.url, {
       clientId: deviceId,
       username: this.platform.username,
@@ -27,7 +34,11 @@ export class SessionTakeover {
       reconnectPeriod: 0,
       connectTimeout: this.timeoutMs,
     });
-    await client.endAsync();
+    try {
+      await client.publishAsync(`${this.roots[product]}/${deviceId}/status`, '', { qos: 1, retain: true });
+    } finally {
+      await client.endAsync();
+    }
     this.logger.info({ device_id: deviceId }, 'removed device cut off the broker (session takeover)');
   }
 }

@@ -44,6 +44,8 @@ import type { RegistryBroker } from '../broker/hook-credentials';
 export interface RegistryDeps {
   db: RegistryDb;
   broker: RegistryBroker;
+  /** False where the broker reads credentials through the hook (BROKER_CREDENTIALS=hook); default true. */
+  brokerKeepsCredentials?: boolean;
   /** Encrypts settings keys at rest. */
   kek: Buffer;
   logger: Logger;
@@ -97,7 +99,7 @@ export function registryHandlers(deps: RegistryDeps): ServiceHandlers<RegistrySu
   const { db, broker, kek, relay } = deps;
   const live = <T extends DeviceRecord>(device: T): T => deps.recent?.overlay(device) ?? device;
   const now = deps.now ?? (() => new Date());
-  const provisioning = { db, broker, kek, now };
+  const provisioning = { db, broker, kek, now, brokerKeepsCredentials: deps.brokerKeepsCredentials ?? true };
 
   /**
    * Commits `apply` and the event announcing it in one transaction; false, nothing stored, when
@@ -164,7 +166,7 @@ export function registryHandlers(deps: RegistryDeps): ServiceHandlers<RegistrySu
       }
       // Where the broker asks the hook, the record was the credential: now the connection goes too.
       // The device can no longer connect either way, so a broker out of reach does not undo the removal.
-      await broker.cutOff?.(device.deviceId).catch((err: unknown) => ctx.logger.warn({ err, device_id: device.deviceId }, 'could not cut the removed device off the broker'));
+      if (isProduct(device.product)) await broker.cutOff?.(device.deviceId, device.product).catch((err: unknown) => ctx.logger.warn({ err, device_id: device.deviceId }, 'could not cut the removed device off the broker'));
       return { status: 204 };
     },
 

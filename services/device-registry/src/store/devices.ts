@@ -107,6 +107,38 @@ export async function insertDevice(tx: RegistryTx, d: NewDevice): Promise<void> 
   await tx.device.create({ data: { ...d, status: 'disconnected' } });
 }
 
+/**
+ * Provisioning's one statement: under the device id's lock (lockDeviceId's), the record and, if
+ * the id was free, its event in the outbox. False when a record already holds the id (nothing
+ * was written). One round trip instead of four: at thousands of provisionings a second, each
+ * round trip is a measurable share of the registry's CPU. `guard`: statementBy's commit-deadline
+ * CTE, when the statement commits on its own.
+ */
+export async function insertDeviceWithEvent(db: RegistryTx, d: NewDevice, event: { subject: string; payload: unknown }, guard?: string): Promise<boolean> {
+  const [row] = await db.$queryRawUnsafe<Array<{ inserted: number }>>(
+    `WITH ${guard ? `${guard},` : ''}
+    locked AS MATERIALIZED (SELECT pg_advisory_xact_lock(hashtext($1))),
+    device AS (
+      INSERT INTO devices (device_id, product, name, org_node_id, credential_source, settings_key_ciphertext, broker_password_hash, status)
+      SELECT $2, $3, $4, $5, $6, $7, $8, 'disconnected' FROM locked
+      ON CONFLICT (device_id) DO NOTHING
+      RETURNING device_id),
+    event AS (INSERT INTO outbox_events (subject, payload) SELECT $9, $10::jsonb FROM device RETURNING id)
+    SELECT (SELECT count(*) FROM device)::int AS inserted`,
+    `device:${d.deviceId}`,
+    d.deviceId,
+    d.product,
+    d.name,
+    d.orgNodeId,
+    d.credentialSource,
+    d.settingsKeyCiphertext,
+    d.brokerPasswordHash,
+    event.subject,
+    JSON.stringify(event.payload),
+  );
+  return row?.inserted === 1;
+}
+
 /** Deletes the device and what cascades with it (telemetry). Returns false when it was already gone. */
 export async function deleteDevice(db: RegistryTx, deviceId: string): Promise<boolean> {
   const r = await db.device.deleteMany({ where: { deviceId } });

@@ -23,6 +23,11 @@ const RELAY_LOCK_KEY = 0x6f7574626f78n;
  * Writes the event of a change inside the change's transaction: it is published if and only if
  * the change commits. The payload is checked here, so a row the relay reads is publishable.
  */
+/** An event's payload as the outbox keeps it, checked against its schema (see recordEvent). */
+export function outboxPayload<S extends RegistryEventSubject>(subject: S, payload: EventPayloads[S]): { subject: S; payload: unknown } {
+  return { subject, payload: checkEvent(subject, payload) };
+}
+
 export async function recordEvent<S extends RegistryEventSubject>(tx: RegistryTx, subject: S, payload: EventPayloads[S]): Promise<void> {
   await tx.outboxEvent.create({ data: { subject, payload: checkEvent<Prisma.InputJsonObject>(subject, payload) } });
 }

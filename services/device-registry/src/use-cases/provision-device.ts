@@ -3,31 +3,38 @@
  *
  *   plan        read-only: the request parsed, the org node, the credentials derived and the
  *               broker password hashed
- *   step 1      under the device id's lock, the id is free: the broker credential is set (with
- *               Mosquitto's dynamic security; nothing to do where the broker asks the hook)
- *   step 2      the record with its broker password hash and its `provisioned` event (the
- *               outbox) are inserted and committed, only until the request's deadline
+ *   step 1      under the device id's lock, the id is free: the record with its broker password
+ *               hash and its `provisioned` event (the outbox) are inserted, and the broker
+ *               credential is set (with Mosquitto's dynamic security; nothing to do where the
+ *               broker asks the hook)
+ *   step 2      the transaction commits, only until the request's deadline
  *   compensate  step 2 did not commit (deadline, database, conflict): the credential is taken
  *               back, unless a provisioning of the same id committed meanwhile
  *
  * So a 503 leaves nothing behind, and a 201 means the broker and the record both hold the device.
  */
 import type { Principal } from '@fleet/contracts';
-import { transactionBy, type CommitWindow } from '@fleet/db';
+import { statementBy, transactionBy, type CommitWindow } from '@fleet/db';
 import type { BrokerCredentials } from '@fleet/bridge-client';
 import { ApiError, ConflictError, ServiceUnavailableError, isDeadlineExceeded, type HandlerResult, type Logger } from '@fleet/service-kit';
 import { hashBrokerPassword } from '../domain/broker-password';
 import { deriveBrokerPassword, deriveSettingsKey, encryptSettingsKey, generateRootSecret } from '../domain/crypto';
 import { CREDENTIAL_FORMAT, parseProvisionBody, placeDevice, type ProvisionRequest } from '../domain/provision';
 import { scopeOf, subtreeIds } from '../domain/scope';
-import { insertDevice, lockDeviceId } from '../store/devices';
+import { insertDeviceWithEvent, lockDeviceId, type NewDevice } from '../store/devices';
 import { allOrgNodes, orgNodesNamed } from '../store/orgs';
-import { recordEvent } from '../store/outbox';
+import { outboxPayload } from '../store/outbox';
 import type { RegistryDb } from '../store/prisma';
 
 export interface ProvisionDeps {
   db: RegistryDb;
   broker: BrokerCredentials;
+  /**
+   * False where the broker reads credentials through the hook: the record is then the whole
+   * credential, and provisioning is one statement that commits on its own (no broker step, so
+   * nothing to compensate). Default true: Mosquitto's dynamic security, the saga below.
+   */
+  brokerKeepsCredentials?: boolean;
   /** Encrypts the settings key at rest. */
   kek: Buffer;
   now: () => Date;
@@ -72,6 +79,7 @@ export async function planProvisioning(deps: ProvisionDeps, principal: Principal
 
 /** Carries out the plan (steps 1 and 2, or the compensation). Throws 409 conflict or 503; nothing is left behind then. */
 export async function provisionDevice(deps: ProvisionDeps, plan: ProvisionPlan, call: ProvisionCall): Promise<void> {
+  if (deps.brokerKeepsCredentials === false) return insertRecordAlone(deps, plan, call);
   const { request } = plan;
   let credentialSet = false;
   try {
@@ -79,27 +87,16 @@ export async function provisionDevice(deps: ProvisionDeps, plan: ProvisionPlan, 
       deps.db,
       call.window,
       async (tx) => {
-        await lockDeviceId(tx, request.deviceId);
-        if (await tx.device.findUnique({ where: { deviceId: request.deviceId }, select: { deviceId: true } })) {
-          throw new ConflictError(`Device id ${request.deviceId} is already in use.`, 'conflict');
-        }
+        // The record and its `provisioned` event, under the id's lock; nothing when the id is taken.
+        const inserted = await insertDeviceWithEvent(tx, newDevice(plan), provisionedEvent(deps, plan));
+        if (!inserted) throw new ConflictError(`Device id ${request.deviceId} is already in use.`, 'conflict');
         // Step 1. From here the broker may hold the credential even when the call fails or times out.
         credentialSet = true;
         await deps.broker.setCredential(
           { requestId: call.requestId, deadline: call.window.deadline },
           { device_id: request.deviceId, product: request.product, password: plan.brokerPassword },
         );
-        // Step 2, committed by transactionBy only until the deadline.
-        await insertDevice(tx, {
-          deviceId: request.deviceId,
-          product: request.product,
-          name: request.name ?? null,
-          orgNodeId: plan.orgNodeId,
-          credentialSource: request.source,
-          settingsKeyCiphertext: plan.settingsKeyCiphertext,
-          brokerPasswordHash: plan.brokerPasswordHash,
-        });
-        await recordEvent(tx, 'evt.registry.device.changed.v1', { device_id: request.deviceId, change: 'provisioned', at: deps.now().toISOString() });
+        // Step 2: committed by transactionBy only until the deadline.
       },
       { timeout: 15_000, maxWait: 5_000 },
     );
@@ -112,6 +109,28 @@ export async function provisionDevice(deps: ProvisionDeps, plan: ProvisionPlan, 
     throw new ServiceUnavailableError('Provisioning could not be completed; nothing was stored. Retry shortly.');
   }
 }
+
+/** Where the broker asks the hook: the record (its hash the credential) and its event in one statement, only until the deadline. */
+async function insertRecordAlone(deps: ProvisionDeps, plan: ProvisionPlan, call: ProvisionCall): Promise<void> {
+  const inserted = await statementBy(deps.db, call.window, (guard) => insertDeviceWithEvent(deps.db, newDevice(plan), provisionedEvent(deps, plan), guard));
+  if (!inserted) throw new ConflictError(`Device id ${plan.request.deviceId} is already in use.`, 'conflict');
+}
+
+function newDevice(plan: ProvisionPlan): NewDevice {
+  const { request } = plan;
+  return {
+    deviceId: request.deviceId,
+    product: request.product,
+    name: request.name ?? null,
+    orgNodeId: plan.orgNodeId,
+    credentialSource: request.source,
+    settingsKeyCiphertext: plan.settingsKeyCiphertext,
+    brokerPasswordHash: plan.brokerPasswordHash,
+  };
+}
+
+const provisionedEvent = (deps: ProvisionDeps, plan: ProvisionPlan) =>
+  outboxPayload('evt.registry.device.changed.v1', { device_id: plan.request.deviceId, change: 'provisioned', at: deps.now().toISOString() });
 
 /** The 201 answer: the generated root secret is shown here and never again. */
 export function provisionedAnswer(plan: ProvisionPlan): HandlerResult {
