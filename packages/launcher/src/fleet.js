@@ -108,7 +108,8 @@ function describeExit(code, signal) {
  *   onEvent(event): every event (see below); onUnexpectedExit(name, code, signal, replica):
  *     a service exited without the fleet stopping it (supervised or not);
  *   signal: an AbortSignal that abandons a start in progress (what was started is stopped).
- * Every service gets MQTT_URL, MQTT_ADMIN_USERNAME and MQTT_ADMIN_PASSWORD of that broker.
+ * Every service gets MQTT_URL, MQTT_ADMIN_USERNAME and MQTT_ADMIN_PASSWORD of that broker;
+ * an MQTT_URL in options.env (a broker of the caller's) replaces that broker's URL.
  *
  * Events: { type, message, time, ... } with type one of
  *   spawn { name, replica, instance, pid, healthPort, restart } (restart 0 at start),
@@ -450,6 +451,9 @@ async function startFleet(options = {}) {
     };
     await startBroker('fleet start');
     Object.assign(env, { MQTT_URL: broker.url, MQTT_ADMIN_USERNAME: broker.adminUsername, MQTT_ADMIN_PASSWORD: broker.adminPassword });
+    // A broker the caller names itself (options.env.MQTT_URL, e.g. one that asks the registry's
+    // authentication hook) is the services' broker; a shell's MQTT_URL is not.
+    if (options.env?.MQTT_URL) env.MQTT_URL = options.env.MQTT_URL;
     for (const name of names) {
       const count = replicas[name] ?? 1;
       for (let replica = 0; replica < count; replica += 1) {

@@ -68,6 +68,40 @@ export function startDynsecBroker(options: {
 /** The broker admin password kept in dataDir (mode 0600), generated on first use. */
 export function loadOrCreateAdminPassword(dataDir: string): string;
 
+export interface RabbitMqttBroker {
+  /** mqtt://127.0.0.1:<port> (MQTT 3.1.1 only: RabbitMQ 3.10 has no MQTT 5). */
+  url: string;
+  port: number;
+  /** The private node's name, e.g. fleet-1a2b3c4d5e@localhost (kept in dataDir/node-name). */
+  nodeName: string;
+  dataDir: string;
+  /** The node's log (<nodeName>.log) and the start script's output (startup.log). */
+  logDir: string;
+  logFile: string;
+  /** The Erlang VM's pid while the node runs; it changes on restart, undefined once stopped. */
+  readonly pid: number | undefined;
+  /** Runs `rabbitmqctl -n <nodeName> ...args` with the node's cookie; rejects when it fails. */
+  rabbitmqctl(...args: string[]): Promise<string>;
+  /** Stops the node cleanly (SIGTERM, SIGKILL after 30 s) and waits until its VM is gone. */
+  stop(): Promise<void>;
+  /** Stops the node, then starts it again on the same port, name and data (mnesia kept). */
+  restart(): Promise<void>;
+}
+
+/**
+ * A private RabbitMQ 3.10 node (not the system one) whose only listener is MQTT on
+ * 127.0.0.1:<mqttPort> (a free port when 0 or missing), its files in dataDir. With hookBaseUrl,
+ * logins and permissions are asked of <hookBaseUrl>/mqtt/rabbitmq/{user,vhost,resource,topic}
+ * (rabbitmq_auth_backend_http: form-encoded POSTs answered `allow` or `deny`); without it, MQTT
+ * clients connect anonymously (the benchmarks' baseline). Resolves once an MQTT CONNECT is answered.
+ */
+export function startRabbitMqttBroker(options: {
+  dataDir: string;
+  mqttPort?: number;
+  hookBaseUrl?: string;
+  readyTimeoutMs?: number;
+}): Promise<RabbitMqttBroker>;
+
 export interface Backoff {
   initialMs: number;
   factor: number;

@@ -5,6 +5,7 @@ const { startFleet, restartDelay, DEFAULT_BACKOFF } = require('./fleet');
 const { freePort, accepting } = require('./ports');
 const { startNatsServer } = require('./nats');
 const { startDynsecBroker, loadOrCreateAdminPassword } = require('./mosquitto');
+const { startRabbitMqttBroker } = require('./rabbitmq');
 const services = require('./services');
 
 module.exports = {
@@ -16,5 +17,6 @@ module.exports = {
   startNatsServer,
   startDynsecBroker,
   loadOrCreateAdminPassword,
+  startRabbitMqttBroker,
   ...services,
 };
