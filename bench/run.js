@@ -34,6 +34,9 @@ BENCHES.connectivity = require('./benches/connectivity');
 // `upload`: a 32 MB platform file through the gateway to system-files (--uploads); MB/s and the gateway's RSS growth.
 BENCHES.upload = require('./benches/upload');
 
+// `provisioning`: 20,000 devices through the gateway with credentials behind the broker hook; 2,000 connects through it.
+BENCHES.provisioning = require('./benches/provisioning');
+
 const RESULTS_DIR = path.join(__dirname, 'results');
 
 function usage() {
