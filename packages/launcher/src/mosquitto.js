@@ -10,10 +10,11 @@
 // against the literal `$share/...` topic in Mosquitto 2.0.11. So mqtt-bridge uses one set of
 // credentials (MQTT_ADMIN_USERNAME / MQTT_ADMIN_PASSWORD) for both its connections; it also
 // ensures the same role itself on start, so a broker initialised elsewhere works too.
-const { spawn, execFileSync } = require('node:child_process');
+const { execFileSync } = require('node:child_process');
 const crypto = require('node:crypto');
 const fs = require('node:fs');
 const path = require('node:path');
+const { spawnLogged, stopChild } = require('./child');
 const { accepting, freePort } = require('./ports');
 
 const MOSQUITTO = process.env.MOSQUITTO_BIN ?? '/usr/sbin/mosquitto';
@@ -128,29 +129,13 @@ async function startDynsecBroker(options) {
   ensureBridgeRole(file, adminUsername);
   const conf = writeConfig(dataDir, port);
   const logFile = path.join(dataDir, 'mosquitto.log');
-  const log = fs.openSync(logFile, 'a');
-  const child = spawn(MOSQUITTO, ['-c', conf], { stdio: ['ignore', log, log] });
-  fs.closeSync(log);
-  let exited = false;
-  const exitPromise = new Promise((resolve) => child.once('exit', () => {
-    exited = true;
-    resolve();
-  }));
-  child.once('error', () => {
-    exited = true;
-  });
+  const proc = spawnLogged(MOSQUITTO, ['-c', conf], { logFile });
 
-  const stop = async () => {
-    if (exited) return;
-    const timer = setTimeout(() => child.kill('SIGKILL'), 5000);
-    child.kill('SIGTERM');
-    await exitPromise;
-    clearTimeout(timer);
-  };
+  const stop = () => stopChild(proc, 5000);
 
   const deadline = Date.now() + (options.readyTimeoutMs ?? 10_000);
   for (;;) {
-    if (exited) throw new Error(`mosquitto exited during start; see ${logFile}`);
+    if (proc.exited()) throw new Error(`mosquitto exited during start; see ${logFile}`);
     if (await accepting(port)) break;
     if (Date.now() > deadline) {
       await stop();
@@ -158,7 +143,7 @@ async function startDynsecBroker(options) {
     }
     await new Promise((r) => setTimeout(r, 50));
   }
-  return { url: `mqtt://127.0.0.1:${port}`, port, adminUsername, adminPassword, pid: child.pid, dataDir, logFile, stop };
+  return { url: `mqtt://127.0.0.1:${port}`, port, adminUsername, adminPassword, pid: proc.child.pid, dataDir, logFile, stop };
 }
 
 module.exports = { startDynsecBroker, loadOrCreateAdminPassword };

@@ -14,7 +14,8 @@
 //   mnesia/          the node's database, feature flags, retained messages (kept across restarts)
 //   log/             the node's log (<node>.log) and the start script's output (startup.log)
 // Only epmd (4369) is shared with the system node, which is what epmd is for.
-const { spawn, execFile } = require('node:child_process');
+const { execFile } = require('node:child_process');
+const { spawnLogged } = require('./child');
 const crypto = require('node:crypto');
 const fs = require('node:fs');
 const net = require('node:net');
@@ -217,22 +218,9 @@ async function startNode(node, readyTimeoutMs) {
   const distPort = await freePort();
   fs.rmSync(node.pidFile, { force: true });
   const startupLog = path.join(node.logDir, 'startup.log');
-  const log = fs.openSync(startupLog, 'a');
-  fs.writeSync(log, `--- ${new Date().toISOString()} starting ${node.nodeName} (MQTT ${node.port}, dist ${distPort})\n`);
-  const child = spawn(path.join(RABBITMQ_BIN, 'rabbitmq-server'), [], {
-    cwd: node.dataDir,
-    env: nodeEnv(node, distPort),
-    stdio: ['ignore', log, log],
-  });
-  fs.closeSync(log);
-  let exited = false;
-  const exitPromise = new Promise((resolve) => child.once('exit', () => {
-    exited = true;
-    resolve();
-  }));
-  child.once('error', () => {
-    exited = true;
-  });
+  fs.appendFileSync(startupLog, `--- ${new Date().toISOString()} starting ${node.nodeName} (MQTT ${node.port}, dist ${distPort})\n`);
+  const proc = spawnLogged(path.join(RABBITMQ_BIN, 'rabbitmq-server'), [], { logFile: startupLog, cwd: node.dataDir, env: nodeEnv(node, distPort) });
+  const { child } = proc;
   let vmPid;
   // The VM outlives this process if it exits without stop() (a test that crashes): kill it then.
   const killOnExit = () => {
@@ -244,13 +232,13 @@ async function startNode(node, readyTimeoutMs) {
   const stop = async () => {
     process.removeListener('exit', killOnExit);
     vmPid ??= readPid(node.pidFile);
-    if (!exited) {
+    if (!proc.exited()) {
       const timer = setTimeout(() => {
         if (isRunning(vmPid)) process.kill(vmPid, 'SIGKILL');
         child.kill('SIGKILL');
       }, STOP_GRACE_MS);
       child.kill('SIGTERM');
-      await exitPromise;
+      await proc.whenExited;
       clearTimeout(timer);
     }
     // The script waits for the VM, but a script killed by someone else leaves it running.
@@ -264,7 +252,7 @@ async function startNode(node, readyTimeoutMs) {
   };
   const deadline = Date.now() + readyTimeoutMs;
   for (;;) {
-    if (exited) return fail(`RabbitMQ node ${node.nodeName} exited during start`);
+    if (proc.exited()) return fail(`RabbitMQ node ${node.nodeName} exited during start`);
     // Every CONNACK but "server unavailable" (3) is the broker's own answer: 0 for the anonymous
     // baseline, 4 (no credentials) with a hook, which is not even asked.
     if (await accepting(node.port)) {

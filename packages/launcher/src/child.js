@@ -1,0 +1,39 @@
+// A broker or server process the launcher starts: spawned with its output in a log file (or
+// none), with whether it has exited and a promise of its exit, so start-up can notice a process
+// that died and stop() can wait for it.
+const fs = require('node:fs');
+const { spawn } = require('node:child_process');
+
+/**
+ * Spawns `command` with stdout and stderr appended to `logFile` (ignored without one).
+ * Returns { child, exited(), whenExited } ; `onExit(code, signal)` is called once it exits.
+ */
+function spawnLogged(command, args, { logFile, env, cwd, onExit } = {}) {
+  const log = logFile ? fs.openSync(logFile, 'a') : 'ignore';
+  const child = spawn(command, args, { stdio: ['ignore', log, log], ...(env ? { env } : {}), ...(cwd ? { cwd } : {}) });
+  if (typeof log === 'number') fs.closeSync(log);
+  let exited = false;
+  const whenExited = new Promise((resolve) => {
+    child.once('exit', (code, signal) => {
+      exited = true;
+      resolve();
+      onExit?.(code, signal);
+    });
+  });
+  // A command that cannot be started at all emits 'error' and never 'exit'.
+  child.once('error', () => {
+    exited = true;
+  });
+  return { child, exited: () => exited, whenExited };
+}
+
+/** SIGTERM, then SIGKILL after graceMs; resolves once the process has exited. */
+async function stopChild(proc, graceMs) {
+  if (proc.exited()) return;
+  const timer = setTimeout(() => proc.child.kill('SIGKILL'), graceMs);
+  proc.child.kill('SIGTERM');
+  await proc.whenExited;
+  clearTimeout(timer);
+}
+
+module.exports = { spawnLogged, stopChild };
