@@ -63,25 +63,33 @@ it('evaluates every light once per cycle and stores every reading once when a re
       return rows.length === LIGHTS && rows.every((s) => s.evaluations >= 2);
     }, { timeoutMs: 6 * PERIOD_MS, what: 'two cycles over every light' });
 
-    // The next shard replica 0 commits stalls inside its commit (a trigger that sleeps), and the
-    // replica is killed there: its transaction never commits.
-    const victim = fleet.handle.pidOf('config-alerting', 0)!;
+    // The next shard commit, whichever replica makes it, stalls inside its commit (a trigger that
+    // sleeps, once), and that replica is killed there: its transaction never commits. Sequences
+    // tell the test which shard (setval is not undone when the transaction is).
     await db.query(`
-      CREATE FUNCTION stall_victim() RETURNS trigger AS $$
+      CREATE SEQUENCE stall_once; CREATE SEQUENCE stalled_cycle MINVALUE 0; CREATE SEQUENCE stalled_shard MINVALUE 0;
+      CREATE FUNCTION stall_once() RETURNS trigger AS $$
       BEGIN
-        IF NEW.done_at IS NOT NULL AND OLD.done_at IS NULL AND NEW.owner LIKE '%:${victim}:%' THEN PERFORM pg_sleep(1.5); END IF;
+        IF NEW.done_at IS NOT NULL AND OLD.done_at IS NULL AND nextval('stall_once') = 1 THEN
+          PERFORM setval('stalled_cycle', NEW.cycle); PERFORM setval('stalled_shard', NEW.shard + 1);
+          PERFORM pg_sleep(1.5);
+        END IF;
         RETURN NEW;
       END $$ LANGUAGE plpgsql;
-      CREATE TRIGGER stall_victim BEFORE UPDATE ON cycle_shards FOR EACH ROW EXECUTE FUNCTION stall_victim();`);
+      CREATE TRIGGER stall_once BEFORE UPDATE ON cycle_shards FOR EACH ROW EXECUTE FUNCTION stall_once();`);
     const stalled = await waitFor(
       async () => {
-        const sleeping = await db.query("SELECT 1 FROM pg_stat_activity WHERE wait_event = 'PgSleep' AND datname = current_database()");
-        if (sleeping.rowCount === 0) return undefined;
-        const held = await db.query<{ cycle: string; shard: number }>('SELECT cycle::text, shard FROM cycle_shards WHERE owner LIKE $1 AND done_at IS NULL', [`%:${victim}:%`]);
-        return held.rows[0];
+        const [at] = (await db.query<{ cycle: string; shard: string }>('SELECT (SELECT last_value FROM stalled_cycle)::text AS cycle, (SELECT last_value FROM stalled_shard)::text AS shard')).rows;
+        if (!at || at.shard === '0') return undefined;
+        const shard = Number(at.shard) - 1;
+        const held = await db.query<{ owner: string }>('SELECT owner FROM cycle_shards WHERE cycle = $1 AND shard = $2 AND done_at IS NULL', [at.cycle, shard]);
+        return held.rows[0] ? { cycle: at.cycle, shard, owner: held.rows[0].owner } : undefined;
       },
-      { timeoutMs: 6 * PERIOD_MS, intervalMs: 10, what: 'replica 0 inside a shard commit' },
+      { timeoutMs: 6 * PERIOD_MS, intervalMs: 10, what: 'a replica inside a shard commit' },
     );
+    // The owner is `<host>:<pid>:<random>` (services/config-alerting/src/main.ts).
+    const victim = Number(stalled.owner.split(':').at(-2));
+    expect([fleet.handle.pidOf('config-alerting', 0), fleet.handle.pidOf('config-alerting', 1)]).toContain(victim);
     process.kill(victim, 'SIGKILL');
     const cycle = BigInt(stalled.cycle);
 
