@@ -14,6 +14,7 @@ import {
   type RequestSubject,
 } from '@fleet/contracts';
 import type { EventOf, HandlerResult, RelayedReplyOf, ReplyOf, RequestHandler, RequestOf, ServiceHandlers } from './bus-types';
+import { busMetrics } from './bus-metrics';
 import { acceptSplitReplies, encodeWithJsonBody, JsonBody, splitReplyHead, wantsSplitReply } from './json-body';
 import { ApiError, DeadlineExceededError, ServiceUnavailableError, ValidationError, isDeadlineExceeded, isStoreOutage, toEnvelopeError } from './errors';
 import type { Logger } from './logger';
@@ -138,10 +139,14 @@ export class Bus {
           logger.error({ err, subject }, 'subscription failed');
           return;
         }
+        const started = performance.now();
         void this.handle(subject, handler as unknown as RequestHandler, msg.data).then(({ envelope, json }) => {
-          if (!json || !envelope.ok) return msg.respond(codec.encode(envelope));
-          const { data, headers } = encodeWithJsonBody(envelope, json, wantsSplitReply(msg.headers));
-          return msg.respond(data, headers ? { headers } : undefined);
+          if (!json || !envelope.ok) msg.respond(codec.encode(envelope));
+          else {
+            const { data, headers } = encodeWithJsonBody(envelope, json, wantsSplitReply(msg.headers));
+            msg.respond(data, headers ? { headers } : undefined);
+          }
+          busMetrics.handled.record({ subject, outcome: envelope.ok ? 'ok' : envelope.error.code }, { subject }, (performance.now() - started) / 1000);
         });
       },
     });
@@ -202,6 +207,18 @@ export class Bus {
   }
 
   private async exchange<S extends RequestSubject>(subject: S, envelope: RequestOf<S>, options: RequestOptions, keepJsonBody: boolean): Promise<RelayedReplyOf<S>> {
+    const started = performance.now();
+    let outcome = 'unavailable';
+    try {
+      const reply = await this.send(subject, envelope, options, keepJsonBody);
+      outcome = reply.ok ? 'ok' : reply.error.code;
+      return reply;
+    } finally {
+      busMetrics.requested.record({ subject, outcome }, { subject }, (performance.now() - started) / 1000);
+    }
+  }
+
+  private async send<S extends RequestSubject>(subject: S, envelope: RequestOf<S>, options: RequestOptions, keepJsonBody: boolean): Promise<RelayedReplyOf<S>> {
     const now = Date.now();
     const deadline = Math.floor(
       Math.min(now + (options.timeoutMs ?? this.options.requestTimeoutMs), options.deadline ?? Infinity, envelope.deadline ?? Infinity),
@@ -274,8 +291,17 @@ export class Bus {
           resetTimeout: 2_000,
         },
       );
-      breaker.on('open', () => this.options.logger.warn({ subject }, 'circuit opened'));
-      breaker.on('close', () => this.options.logger.info({ subject }, 'circuit closed'));
+      const label = { subject };
+      busMetrics.circuit.set(label, 0);
+      breaker.on('open', () => {
+        busMetrics.circuit.set(label, 1);
+        this.options.logger.warn({ subject }, 'circuit opened');
+      });
+      breaker.on('halfOpen', () => busMetrics.circuit.set(label, 0.5));
+      breaker.on('close', () => {
+        busMetrics.circuit.set(label, 0);
+        this.options.logger.info({ subject }, 'circuit closed');
+      });
       this.breakers.set(subject, breaker);
     }
     return breaker;

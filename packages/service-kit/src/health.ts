@@ -1,12 +1,13 @@
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { metricsRegistry } from './metrics';
 
 export type ReadinessCheck = () => boolean | Promise<boolean>;
 
 /**
- * Liveness (/healthz: the process answers) and readiness (/readyz: every dependency check
- * passes and the service said it is ready) on their own port, for orchestrators and the
- * local fleet launcher.
+ * Liveness (/healthz: the process answers), readiness (/readyz: every dependency check passes
+ * and the service said it is ready) and Prometheus metrics (/metrics) on their own port, for
+ * orchestrators, scrapers and the local fleet launcher.
  */
 export class HealthServer {
   private ready = false;
@@ -29,8 +30,13 @@ export class HealthServer {
   }
 
   private async answer(req: http.IncomingMessage, res: http.ServerResponse): Promise<void> {
-    res.setHeader('Content-Type', 'application/json');
     res.setHeader('Cache-Control', 'no-store');
+    if (req.url === '/metrics') {
+      res.setHeader('Content-Type', metricsRegistry.contentType);
+      res.end(await metricsRegistry.metrics());
+      return;
+    }
+    res.setHeader('Content-Type', 'application/json');
     if (req.url === '/healthz') {
       res.end(JSON.stringify({ status: 'ok' }));
       return;

@@ -6,6 +6,7 @@ export * from './bus-types';
 export { JsonBody } from './json-body';
 export * from './handler-context';
 export * from './health';
+export * from './metrics';
 export * from './runtime';
 export * from './pull-consumer';
 export * from './poison-isolation';

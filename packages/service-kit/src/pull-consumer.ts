@@ -1,5 +1,6 @@
 import { AckPolicy, DeliverPolicy, type ConsumerMessages, type JsMsg, type NatsConnection } from 'nats';
 import type { Logger } from './logger';
+import { trackConsumer, untrackConsumer } from './consumer-metrics';
 
 export interface PullConsumerOptions {
   stream: string;
@@ -50,11 +51,13 @@ export class DurablePullConsumer {
   start(): void {
     if (this.running) return;
     this.running = true;
+    trackConsumer(this.nc, this.options.stream, this.options.durable);
     this.loop = this.run();
   }
 
   async stop(): Promise<void> {
     this.running = false;
+    untrackConsumer(this.options.stream, this.options.durable);
     await this.loop;
   }
 

@@ -2,6 +2,7 @@ import { Bus } from './bus';
 import type { BaseConfig } from './config';
 import { HealthServer, type ReadinessCheck } from './health';
 import { createLogger, type Logger } from './logger';
+import { startProcessMetrics } from './metrics';
 
 type Closer = () => Promise<void> | void;
 
@@ -38,6 +39,7 @@ export class ServiceRuntime {
   static async start(options: RuntimeOptions): Promise<ServiceRuntime> {
     const { service, config } = options;
     const logger = createLogger(service, config.LOG_LEVEL, config.SERVICE_INSTANCE);
+    startProcessMetrics({ service, instance: config.SERVICE_INSTANCE });
     const bus = await Bus.connect({ servers: config.NATS_URL, service, logger, requestTimeoutMs: config.BUS_REQUEST_TIMEOUT_MS, subjectPrefix: options.subjectPrefix });
     const health = new HealthServer({ bus: () => bus.isConnected, ...options.readiness });
     const runtime = new ServiceRuntime(service, logger, bus, health, options.shutdownGraceMs ?? 10_000);

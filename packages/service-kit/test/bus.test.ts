@@ -1,6 +1,6 @@
 import { connect, JSONCodec } from 'nats';
 import { testSubject } from '@fleet/test-kit';
-import { Bus, ConflictError, ForbiddenError, JsonBody, ServiceUnavailableError, createLogger } from '@fleet/service-kit';
+import { Bus, ConflictError, ForbiddenError, JsonBody, ServiceUnavailableError, createLogger, metricsRegistry } from '@fleet/service-kit';
 import type { DeviceChangedEvent, RequestEnvelope } from '@fleet/contracts';
 
 const NATS_URL = process.env.NATS_URL ?? 'nats://127.0.0.1:4222';
@@ -52,6 +52,35 @@ describe('Bus', () => {
     await server.connection.flush();
     expect(await client.relay(subject('plain.get'), envelope())).toEqual({ ok: true, status: 200, body: { n: 1 } });
     expect(await client.relay(subject('refused.get'), envelope())).toMatchObject({ ok: false, error: { status: 409, code: 'device_offline' } });
+  });
+
+  it('counts and times what it handles and sends, by subject and outcome', async () => {
+    // A series' value; a histogram's count is its `<name>_count` series.
+    const value = async (name: string, labels: Record<string, string>) => {
+      const family = name.replace(/_count$/, '');
+      const metric = (await metricsRegistry.getMetricsAsJSON()).find((m) => m.name === family);
+      const values = (metric?.values ?? []) as Array<{ value: number; labels: Record<string, unknown>; metricName?: string }>;
+      const match = values.find((v) => (v.metricName ?? family) === name && Object.entries(labels).every(([k, x]) => v.labels[k] === x));
+      return match?.value ?? 0;
+    };
+    const ok = subject('metrics.ok');
+    const refused = subject('metrics.refused');
+    server.serve(ok, async () => ({ body: {} }));
+    server.serve(refused, async () => {
+      throw new ConflictError('no', 'device_offline');
+    });
+    await server.connection.flush();
+    const before = await value('fleet_bus_handled_total', { subject: ok, outcome: 'ok' });
+    await client.request(ok, envelope());
+    await client.request(ok, envelope());
+    await client.request(refused, envelope());
+    await expect(client.request(subject('metrics.nobody'), envelope())).rejects.toBeInstanceOf(ServiceUnavailableError);
+    expect(await value('fleet_bus_handled_total', { subject: ok, outcome: 'ok' })).toBe(before + 2);
+    expect(await value('fleet_bus_handled_total', { subject: refused, outcome: 'device_offline' })).toBe(1);
+    expect(await value('fleet_bus_requests_total', { subject: refused, outcome: 'device_offline' })).toBe(1);
+    expect(await value('fleet_bus_requests_total', { subject: subject('metrics.nobody'), outcome: 'unavailable' })).toBe(1);
+    expect(await value('fleet_bus_handler_duration_seconds_count', { subject: ok })).toBe(before + 2);
+    expect(await value('fleet_bus_circuit_state', { subject: ok })).toBe(0);
   });
 
   it('turns thrown API errors into error replies with their code and extras', async () => {

@@ -1,5 +1,6 @@
-import { connect, type NatsConnection, StringCodec } from 'nats';
-import { createLogger, DurablePullConsumer } from '@fleet/service-kit';
+import { AckPolicy, connect, type NatsConnection, StringCodec } from 'nats';
+import { createLogger, DurablePullConsumer, metricsRegistry } from '@fleet/service-kit';
+import { trackConsumer, untrackConsumer } from '../src/consumer-metrics';
 import { startPrivateNats, waitFor, type PrivateNats } from '@fleet/test-kit';
 
 const sc = StringCodec();
@@ -149,5 +150,21 @@ describe('DurablePullConsumer', () => {
     expect(new Set(seen).size).toBe(40);
     const info = await jsm.consumers.info('S3', 'parallel');
     expect([info.num_ack_pending, info.num_pending]).toEqual([0, 0]);
+  });
+});
+
+describe('consumer backlog metrics', () => {
+  it('reports a tracked consumer’s pending, unacknowledged and redelivered messages at each scrape, and nothing once untracked', async () => {
+    const jsm = await nc.jetstreamManager();
+    await jsm.streams.add({ name: 'METRICS', subjects: ['metrics.>'] });
+    await jsm.consumers.add('METRICS', { durable_name: 'lagging', ack_policy: AckPolicy.Explicit });
+    const js = nc.jetstream();
+    for (let k = 0; k < 5; k++) await js.publish('metrics.x', sc.encode(String(k)));
+    trackConsumer(nc, 'METRICS', 'lagging');
+    const text = await metricsRegistry.getSingleMetricAsString('fleet_jetstream_consumer_messages');
+    expect(text).toContain('fleet_jetstream_consumer_messages{stream="METRICS",consumer="lagging",state="pending"} 5');
+    expect(text).toContain('fleet_jetstream_consumer_messages{stream="METRICS",consumer="lagging",state="ack_pending"} 0');
+    untrackConsumer('METRICS', 'lagging');
+    expect(await metricsRegistry.getSingleMetricAsString('fleet_jetstream_consumer_messages')).not.toContain('consumer="lagging"');
   });
 });
