@@ -6,6 +6,7 @@ import { CredentialCache } from './broker/credential-cache';
 import { HookCredentials, type RegistryBroker } from './broker/hook-credentials';
 import { HookServer } from './broker/hook-server';
 import { SessionTakeover } from './broker/session-takeover';
+import { registerDeviceMetrics } from './device-metrics';
 import type { TopicRoots } from './domain/broker-access';
 import { platformIdentity, readRegistryConfig, settingsKek, type RegistryConfig } from './config';
 import { connectivityConsumer } from './handlers/connectivity-consumer';
@@ -37,6 +38,7 @@ async function main(): Promise<void> {
   const recent = new RecentConnectivity(bus.connection, config.CONNECTIVITY_SUBJECT, logger.child({ component: 'recent-connectivity' }));
   recent.start();
   runtime.onClose(() => recent.stop(), 'intake');
+  registerDeviceMetrics(db);
   const credentials = new CredentialCache(db, config.BROKER_HOOK_CACHE_MS);
   if (config.BROKER_HOOK_PORT > 0) {
     const hookServer = new HookServer(brokerHook(config, credentials), logger.child({ component: 'broker-hook' }));

@@ -1,5 +1,5 @@
-import { ConflictError, JsonBody, NotFoundError } from '@fleet/service-kit';
-import { randomDeviceId, testSubject, uniqueId } from '@fleet/test-kit';
+import { ConflictError, JsonBody, NotFoundError, metricsRegistry } from '@fleet/service-kit';
+import { randomDeviceId, testSubject, uniqueId, waitFor } from '@fleet/test-kit';
 import type { DeviceSummary, RequestEnvelope } from '@fleet/contracts';
 import { routes as realRoutes } from '../src/routes/table';
 import { routeId, type RouteDef } from '../src/routes/types';
@@ -360,6 +360,36 @@ describe('request window and limit classes in one round trip', () => {
     expect((await call(gw.url, 'POST', `/v1/devices/${device}/pokes`, { key: p.key })).status).toBe(429);
     // The shared ceiling (2 a minute here) counted only the admitted command: another partner gets the second.
     expect((await call(gw.url, 'POST', `/v1/devices/${device}/pokes`, { key: q.key })).status).toBe(202);
+  });
+});
+
+describe('metrics', () => {
+  /** A series' value by its labels (a histogram's count is its `<name>_count` series). */
+  async function value(name: string, labels: Record<string, string>): Promise<number> {
+    const family = name.replace(/_count$/, '');
+    const metric = (await metricsRegistry.getMetricsAsJSON()).find((m) => m.name === family);
+    const values = (metric?.values ?? []) as Array<{ value: number; labels: Record<string, unknown>; metricName?: string }>;
+    return values.find((v) => (v.metricName ?? family) === name && Object.entries(labels).every(([k, x]) => v.labels[k] === x))?.value ?? 0;
+  }
+
+  it('counts answers by route template (never the path), method and status, and 429s by the limit that refused', async () => {
+    const p = await gw.partner(['--permissions', 'raw_commands', '--grant', '21', '--device-commands-per-min', '1']);
+    const device = light(21);
+    const route = { route: '/v1/devices/{device_id}/pokes', method: 'POST' };
+    const before = { accepted: await value('fleet_http_requests_total', { ...route, status: '202' }), refused: await value('fleet_http_limit_refusals_total', { limit: 'device_command' }) };
+    const timedBefore = await value('fleet_http_request_duration_seconds_count', route);
+    expect((await call(gw.url, 'POST', `/v1/devices/${device}/pokes`, { key: p.key })).status).toBe(202);
+    expect((await call(gw.url, 'POST', `/v1/devices/${device}/pokes`, { key: p.key })).status).toBe(429);
+    expect((await call(gw.url, 'GET', '/v1/no/such/route', { key: p.key })).status).toBe(404);
+    // Counted when the answer is handed to the socket, which may be just after the client read it.
+    await waitFor(async () => (await value('fleet_http_request_duration_seconds_count', route)) === timedBefore + 2, { what: 'both answers counted' });
+    expect(await value('fleet_http_requests_total', { ...route, status: '202' })).toBe(before.accepted + 1);
+    expect(await value('fleet_http_requests_total', { ...route, status: '429' })).toBeGreaterThanOrEqual(1);
+    expect(await value('fleet_http_limit_refusals_total', { limit: 'device_command' })).toBe(before.refused + 1);
+    expect(await value('fleet_http_request_duration_seconds_count', route)).toBe(timedBefore + 2);
+    expect(await value('fleet_http_requests_total', { route: 'unmatched', method: 'GET', status: '404' })).toBeGreaterThanOrEqual(1);
+    const text = await metricsRegistry.metrics();
+    expect(text).not.toContain(device);
   });
 });
 

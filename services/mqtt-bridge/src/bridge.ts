@@ -13,6 +13,7 @@ import type { BridgeConfig } from './config';
 import { isStatusTopic, parseDeviceTopic, sharedSubscriptions, type DeviceTopic, type TopicRoots } from './domain/topics';
 import { deleteCredentialHandler, upsertCredentialHandler } from './handlers/credentials';
 import { publishHandler } from './handlers/publish';
+import { bridgeMetrics } from './capture/metrics';
 
 export interface Bridge {
   /** MQTT connections up (NATS is the runtime's own check). */
@@ -103,6 +104,9 @@ export async function startBridge(config: BridgeConfig, runtime: ServiceRuntime)
     ) {}
 
     captureDone(outcome: CaptureOutcome): void {
+      const product = this.device.product;
+      bridgeMetrics.messages.inc({ direction: 'in', product, outcome });
+      if (outcome === 'stored') bridgeMetrics.captureSeconds.observe({ product }, (Date.now() - this.message.receivedAt) / 1000);
       if (outcome !== 'abandoned') connectivity.record(this.device.deviceId, this.device.product, this.message.receivedAt, this.offline);
       this.message.captureDone(outcome);
     }

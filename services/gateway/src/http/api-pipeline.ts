@@ -8,6 +8,7 @@ import { rateLimitHeaders, requestWindowFor, windowsFor, type HitResult, type Li
 import type { ScopeResolver } from '../scope/scope-resolver';
 import { routeId, type RouteDef } from '../routes/types';
 import { MAX_BODY_DEPTH, readJsonBody, withinDepth, type RequestValidator } from './request-validation';
+import { countRefusal } from './request-metrics';
 import { relayUpload } from './upload';
 import type { RouteMatcher } from './route-matcher';
 
@@ -54,6 +55,7 @@ export function apiPipeline(deps: PipelineDeps) {
       throw new ApiError(405, 'method_not_allowed', `${req.method} is not allowed here; allowed: ${found.allow.join(', ')}.`);
     }
     const { route, params } = found.match;
+    res.locals.routeTemplate = route.path;
 
     const principal = await authenticate(deps, req, res);
     const spend = new RequestSpend(deps, principal, res);
@@ -167,11 +169,15 @@ class RequestSpend {
       const state = (results[0] as HitResult).windows[0] as WindowState;
       // Retry-After goes with the 429 error, which sets it from the same state.
       for (const [name, value] of Object.entries(rateLimitHeaders(state))) if (name !== 'Retry-After') this.res.setHeader(name, value);
-      if (!state.allowed) throw new RateLimitedError('Request rate limit reached; honor Retry-After.', state.retryAfterSeconds);
+      if (!state.allowed) {
+        countRefusal();
+        throw new RateLimitedError('Request rate limit reached; honor Retry-After.', state.retryAfterSeconds);
+      }
     }
     if (classWindows.length === 0) return undefined;
     const classes = results[results.length - 1] as HitResult;
     if (!classes.allowed) {
+      countRefusal(classes.refusedBy?.key);
       throw new RateLimitedError('A limit for this operation was reached; honor Retry-After.', classes.refusedBy?.retryAfterSeconds ?? 1);
     }
     return classes.receipt ? { windows: classWindows, receipt: classes.receipt } : undefined;

@@ -7,6 +7,7 @@ import { ApiError, ValidationError, type Logger } from '@fleet/service-kit';
 import { docsRouter } from '../docs';
 import { apiPipeline, type PipelineDeps } from './api-pipeline';
 import { sendError } from './error-response';
+import { requestMetrics } from './request-metrics';
 
 export interface AppOptions {
   requireTls: boolean;
@@ -24,6 +25,7 @@ export function createApp(deps: PipelineDeps, options: AppOptions): express.Expr
   // Only the configured proxies may tell us the client address and protocol.
   app.set('trust proxy', options.trustedProxies.length ? options.trustedProxies : false);
 
+  app.use(requestMetrics());
   app.use(conventions(deps.logger));
   if (options.requireTls) app.use(httpsOnly);
   app.use(docsRouter(options.openApiDocument));

@@ -1,10 +1,20 @@
 import { parseCaptureSubject } from '@fleet/device-protocol';
-import { isolatingPoison, type Logger } from '@fleet/service-kit';
+import { counter, isolatingPoison, type Logger } from '@fleet/service-kit';
 import { parseRecord, type ParsedRecord } from '../domain/record';
 import { parseAck, parseLive } from '../domain/requests';
-import { ingestRecords } from '../store/ingest';
+import { ingestRecords, type IngestResult } from '../store/ingest';
 import type { MeterDb } from '../store/prisma';
 import { noteUnmatchedRejection, sampleRequestedAt, settleReset, settleSample } from '../store/requests';
+
+const recordsTaken = counter('fleet_meter_records_total', 'Interval records taken from DEVICE_IN, by outcome: stored, duplicate (already stored), cleared (from before a clear).', ['outcome']);
+const recordsQuarantined = counter('fleet_meter_records_quarantined_total', 'Stored interval records that were quarantined, by reason.', ['reason']);
+
+function countIngest(result: IngestResult): void {
+  recordsTaken.inc({ outcome: 'stored' }, result.stored);
+  recordsTaken.inc({ outcome: 'duplicate' }, result.duplicates);
+  recordsTaken.inc({ outcome: 'cleared' }, result.cleared);
+  for (const [reason, n] of Object.entries(result.quarantined ?? {})) recordsQuarantined.inc({ reason }, n);
+}
 
 export interface DeviceInMessage {
   deviceId: string;
@@ -39,6 +49,7 @@ export function deviceInProcessor(db: MeterDb, prefix: string, logger: Logger) {
     }
     if (records.length > 0) {
       const result = await ingestRecords(db, records);
+      countIngest(result);
       logger.debug({ ...result, batch: records.length }, 'interval records ingested');
     }
     for (const m of others) {

@@ -12,6 +12,8 @@ export interface IngestResult {
   duplicates: number;
   /** From before a clear of their device: not stored. */
   cleared: number;
+  /** Of the stored records, those quarantined, by reason. */
+  quarantined?: Record<string, number>;
 }
 
 /**
@@ -82,7 +84,17 @@ async function ingestInTx(tx: MeterTx, input: ParsedRecord[]): Promise<IngestRes
   await tx.$executeRawUnsafe(
     `UPDATE meter_state SET arrival_hwm = GREATEST(arrival_hwm, (SELECT COALESCE(max(arrival_seq), 0) FROM interval_records)) WHERE id = 1`,
   );
-  return { stored, duplicates: duplicates + (fresh.length - stored), cleared };
+  return { stored, duplicates: duplicates + (fresh.length - stored), cleared, quarantined: quarantinedByReason(rows) };
+}
+
+/**
+ * Quarantine reasons of the rows inserted. Under the ingest lock every fresh row is stored (the
+ * plan already left out what is stored), so these are the stored records' reasons.
+ */
+function quarantinedByReason(rows: Array<{ quarantine_reason: string | null }>): Record<string, number> {
+  const counts: Record<string, number> = {};
+  for (const r of rows) if (r.quarantine_reason) counts[r.quarantine_reason] = (counts[r.quarantine_reason] ?? 0) + 1;
+  return counts;
 }
 
 /** The latest clear of each device (what records from before it are told by). */

@@ -3,6 +3,7 @@ import { ServiceUnavailableError, ValidationError, type RequestHandler } from '@
 import type { ControlConnection } from '../broker/control';
 import type { DeviceInWriter } from '../capture/device-in';
 import { parseDeviceTopic, type TopicRoots } from '../domain/topics';
+import { bridgeMetrics } from '../capture/metrics';
 
 /**
  * bridge.message.publish: answers {topic, payload, sent_at} only once the broker took the
@@ -16,14 +17,17 @@ export function publishHandler(control: ControlConnection, writer: DeviceInWrite
     const problem = mqttStringProblem(body.topic);
     if (problem) throw new ValidationError(`'topic' may not contain ${problem}`);
     const payload = Buffer.from(body.payload, 'utf8');
+    const device = parseDeviceTopic(body.topic, roots);
+    const product = device?.product ?? 'other';
     try {
       await control.publish(body.topic, payload, body.qos, body.retain);
     } catch (err) {
+      bridgeMetrics.messages.inc({ direction: 'out', product, outcome: 'failed' });
       logger.warn({ err: (err as Error).message, topic: body.topic }, 'publish failed');
       throw new ServiceUnavailableError('The broker could not take the message.', 'publish_failed');
     }
+    bridgeMetrics.messages.inc({ direction: 'out', product, outcome: 'sent' });
     const sentAt = Date.now();
-    const device = parseDeviceTopic(body.topic, roots);
     if (device) {
       try {
         await writer.write('out', { topic: body.topic, device, payload, qos: body.qos, retain: body.retain, at: sentAt });
