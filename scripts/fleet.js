@@ -118,6 +118,10 @@ async function main() {
   const names = [...new Set(fleet.services.map((s) => s.name))].join(', ');
   console.log(`services: ${names} (logs in ${logDir}; pids and health ports in ${fleet.stateFile})`);
   console.log(supervise ? 'a service that exits is started again; Ctrl-C stops the fleet' : 'a service that exits stops the fleet; Ctrl-C stops it too');
+  // Every process's health and Prometheus metrics, on its own port.
+  for (const s of fleet.services) {
+    console.log(`  ${s.instance.padEnd(20)} health http://127.0.0.1:${s.healthPort}/readyz  metrics http://127.0.0.1:${s.healthPort}/metrics`);
+  }
   console.log('get a key: npm run -s admin -- partner create --name "Acme" --permissions all --access-all-devices  then  npm run -s admin -- key issue --partner <id>');
   console.log(`ready: gateway=${fleet.gatewayUrl} mqtt=${process.env.MQTT_PUBLIC_URL ?? fleet.mqttUrl}`);
 }

@@ -17,7 +17,7 @@ interface FleetState {
   pid: number;
   mqttPid: number;
   natsPid: number | null;
-  services: { name: string; replica: number; pid: number | null; healthPort: number; state: string; restarts: number }[];
+  services: { name: string; replica: number; instance: string; pid: number | null; healthPort: number; state: string; restarts: number }[];
 }
 
 const run = uniqueId('sup');
@@ -103,6 +103,13 @@ it('restarts a killed service while the rest of the fleet keeps answering, and C
   expect(ready[1]).toBe(`http://127.0.0.1:${gatewayPort}`);
   expect(ready[2]).toBe(`mqtt://127.0.0.1:${mqttPort}`);
   expect(output).toContain('npm run -s admin -- partner create --name "Acme"');
+  // Each service's health and metrics URL is printed; the metrics answer Prometheus text.
+  const metricsUrls = [...output.matchAll(/^\s+(\S+)\s+health (\S+)\s+metrics (\S+)$/gm)];
+  expect(metricsUrls.map((m) => m[1]).sort()).toEqual(readState().services.map((s) => s.instance).sort());
+  for (const [, instance, , url] of metricsUrls) {
+    const text = await (await fetch(url as string)).text();
+    expect({ instance, process: /^process_cpu_user_seconds_total\{/m.test(text) }).toEqual({ instance, process: true });
+  }
 
   const before = readState();
   expect(before.pid).toBe(child.pid);

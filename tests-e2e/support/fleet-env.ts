@@ -20,6 +20,8 @@ export interface E2eFleet {
   dataDir: string;
   /** name -> pid of each running service */
   pids: Record<string, number>;
+  /** name -> health port (/healthz, /readyz, /metrics) of each service */
+  healthPorts: Record<string, number>;
 }
 
 export function e2eFleet(): E2eFleet {

@@ -29,6 +29,7 @@ export default async function globalSetup(): Promise<void> {
     redisPrefix,
     dataDir: fleet.dataDir,
     pids: Object.fromEntries(fleet.services.flatMap((s) => (s.pid === null ? [] : [[s.name, s.pid]]))),
+    healthPorts: Object.fromEntries(fleet.services.map((s) => [s.name, s.healthPort])),
   };
   process.env.E2E_FLEET = JSON.stringify(shared);
 }
