@@ -92,8 +92,12 @@ describe('docsRouter', () => {
     }
     for (const { code } of ERROR_CODES) expect(html).toContain(code);
     for (const link of ['/docs_adv', '/openapi.json', '/changelog']) expect(html).toContain(`href="${link}"`);
-    // The base URL is the serving host over HTTPS.
-    expect(html).toContain(`https://${new URL(base).host}`);
+    // The base URL is the serving host with the scheme it was served on (plain HTTP here,
+    // as on a local fleet without TLS), never an https:// it does not answer.
+    expect(html).toContain(`http://${new URL(base).host}`);
+    expect(html).not.toContain(`https://${new URL(base).host}`);
+    const proxied = await (await fetch(`${base}/docs`, { headers: { 'X-Forwarded-Proto': 'https' } })).text();
+    expect(proxied).toContain(`http://${new URL(base).host}`);
 
     const policy = csp(res);
     expect(policy.get('default-src')).toEqual(["'none'"]);

@@ -37,7 +37,9 @@ function setHtmlHeaders(res: Response, csp: string): void {
 
 /**
  * The API's base URL as partners should use it: the document's server URL when absolute,
- * otherwise https:// on the host that served this page (HTTPS is mandatory) plus the server path.
+ * otherwise the scheme and host that served this page plus the server path. The scheme is the
+ * one the gateway actually serves: https in production (where plain HTTP is refused, and
+ * behind a trusted proxy express reads X-Forwarded-Proto), http on a local fleet without TLS.
  */
 function baseUrlFor(document: Record<string, unknown>, req: Request): string {
   const servers = document.servers;
@@ -45,7 +47,8 @@ function baseUrlFor(document: Record<string, unknown>, req: Request): string {
   const url = first !== null && typeof first === 'object' && 'url' in first && typeof first.url === 'string' ? first.url : '/';
   if (/^https?:\/\//i.test(url)) return url.replace(/\/+$/, '');
   const host = req.get('host');
-  const origin = host !== undefined && HOST_RE.test(host) ? `https://${host}` : 'https://<base URL>';
+  const scheme = req.protocol === 'http' ? 'http' : 'https';
+  const origin = host !== undefined && HOST_RE.test(host) ? `${scheme}://${host}` : `${scheme}://<base URL>`;
   return `${origin}${url.startsWith('/') ? url : `/${url}`}`.replace(/\/+$/, '');
 }
 
