@@ -1,4 +1,4 @@
-import { connect, createInbox, JSONCodec, type Msg, type MsgHdrs, type NatsConnection, type Subscription, ErrorCode, type NatsError } from 'nats';
+import { connect, createInbox, headers as natsHeaders, JSONCodec, type Msg, type MsgHdrs, type NatsConnection, type Subscription, ErrorCode, type NatsError } from 'nats';
 import CircuitBreaker from 'opossum';
 import {
   checkEvent,
@@ -15,13 +15,23 @@ import {
 } from '@fleet/contracts';
 import type { EventOf, HandlerResult, RelayedReplyOf, ReplyOf, RequestHandler, RequestOf, ServiceHandlers } from './bus-types';
 import { busMetrics } from './bus-metrics';
-import { acceptSplitReplies, encodeWithJsonBody, JsonBody, splitReplyHead, wantsSplitReply } from './json-body';
+import { ACCEPT_HEADER, ACCEPT_SPLIT, encodeWithJsonBody, JsonBody, splitReplyHead, wantsSplitReply } from './json-body';
+import { currentWork, formatTraceparent, parseTraceparent, startHop, TRACEPARENT_HEADER, withWork, type Hop } from './trace';
 import { ApiError, DeadlineExceededError, ServiceUnavailableError, ValidationError, isDeadlineExceeded, isStoreOutage, toEnvelopeError } from './errors';
 import type { Logger } from './logger';
 
 const codec = JSONCodec<unknown>();
-/** Request headers of Bus.relay: it takes replies with a JsonBody in the split form (json-body.ts). */
-const SPLIT_REPLIES = acceptSplitReplies();
+/**
+ * A request's NATS headers: its trace context (trace.ts), and for Bus.relay the split form of
+ * replies with a JsonBody (json-body.ts). None for a request made outside any traced work.
+ */
+function requestHeaders(hop: Hop | undefined, keepJsonBody: boolean): MsgHdrs | undefined {
+  if (!hop && !keepJsonBody) return undefined;
+  const h = natsHeaders();
+  if (hop) h.set(TRACEPARENT_HEADER, formatTraceparent(hop.context));
+  if (keepJsonBody) h.set(ACCEPT_HEADER, ACCEPT_SPLIT);
+  return h;
+}
 
 /** A handler's reply as it is sent: the envelope, and a body already written as JSON text. */
 interface Outgoing {
@@ -140,13 +150,18 @@ export class Bus {
           return;
         }
         const started = performance.now();
-        void this.handle(subject, handler as unknown as RequestHandler, msg.data).then(({ envelope, json }) => {
+        // The caller's trace goes on (a request from outside any trace starts one): every log
+        // line of the handler, and every request and event it makes, carries it.
+        const hop = startHop(subject, 'server', parseTraceparent(msg.headers?.get(TRACEPARENT_HEADER)));
+        void withWork({ trace: hop.context }, () => this.handle(subject, handler as unknown as RequestHandler, msg.data)).then(({ envelope, json }) => {
           if (!json || !envelope.ok) msg.respond(codec.encode(envelope));
           else {
             const { data, headers } = encodeWithJsonBody(envelope, json, wantsSplitReply(msg.headers));
             msg.respond(data, headers ? { headers } : undefined);
           }
-          busMetrics.handled.record({ subject, outcome: envelope.ok ? 'ok' : envelope.error.code }, { subject }, (performance.now() - started) / 1000);
+          const outcome = envelope.ok ? 'ok' : envelope.error.code;
+          busMetrics.handled.record({ subject, outcome }, { subject }, (performance.now() - started) / 1000);
+          hop.end(envelope.ok ? undefined : { error: outcome });
         });
       },
     });
@@ -155,10 +170,12 @@ export class Bus {
 
   private async handle(subject: RequestSubject, handler: RequestHandler, data: Uint8Array): Promise<Outgoing> {
     const arrived = Date.now();
-    let log = this.options.logger.child({ subject });
+    const log = this.options.logger.child({ subject });
     try {
       const envelope = checkRequestEnvelope(codec.decode(data)) as RequestOf<RequestSubject>;
-      log = log.child({ request_id: envelope.request_id });
+      // From here every log line of this request carries its request_id (logger.ts).
+      const work = currentWork();
+      if (work) work.requestId = envelope.request_id;
       checkBody(subject, envelope.body);
       // A sender that set no deadline (a hand-made envelope) gets this service's own timeout.
       envelope.deadline ??= arrived + this.options.requestTimeoutMs;
@@ -208,17 +225,20 @@ export class Bus {
 
   private async exchange<S extends RequestSubject>(subject: S, envelope: RequestOf<S>, options: RequestOptions, keepJsonBody: boolean): Promise<RelayedReplyOf<S>> {
     const started = performance.now();
+    const work = currentWork();
+    const hop = work ? startHop(subject, 'client', work.trace) : undefined;
     let outcome = 'unavailable';
     try {
-      const reply = await this.send(subject, envelope, options, keepJsonBody);
+      const reply = await this.send(subject, envelope, options, requestHeaders(hop, keepJsonBody), keepJsonBody);
       outcome = reply.ok ? 'ok' : reply.error.code;
       return reply;
     } finally {
       busMetrics.requested.record({ subject, outcome }, { subject }, (performance.now() - started) / 1000);
+      hop?.end(outcome === 'ok' ? undefined : { error: outcome });
     }
   }
 
-  private async send<S extends RequestSubject>(subject: S, envelope: RequestOf<S>, options: RequestOptions, keepJsonBody: boolean): Promise<RelayedReplyOf<S>> {
+  private async send<S extends RequestSubject>(subject: S, envelope: RequestOf<S>, options: RequestOptions, headers: MsgHdrs | undefined, keepJsonBody: boolean): Promise<RelayedReplyOf<S>> {
     const now = Date.now();
     const deadline = Math.floor(
       Math.min(now + (options.timeoutMs ?? this.options.requestTimeoutMs), options.deadline ?? Infinity, envelope.deadline ?? Infinity),
@@ -235,7 +255,6 @@ export class Bus {
     const sent = checkRequestEnvelope({ ...envelope, deadline, ...(notice ? { commit_notice: notice.subject } : {}) });
     let raw: Msg;
     try {
-      const headers = keepJsonBody ? SPLIT_REPLIES : undefined;
       const reply = this.breakerFor(subject).fire(this.wire(subject), codec.encode(sent), deadline - now + (notice ? commitWaitMs : graceMs), headers);
       raw = notice ? await replyUnlessUncommitted(reply, deadline + graceMs - Date.now(), notice.received) : await reply;
     } catch (err) {
@@ -310,7 +329,11 @@ export class Bus {
   /** Publishes an event after checking it against its schema. */
   publish<S extends EventSubject>(subject: S, payload: EventOf<S>): void {
     checkEvent(subject, payload);
-    this.connection.publish(this.wire(subject), codec.encode(payload));
+    const work = currentWork();
+    if (!work) return this.connection.publish(this.wire(subject), codec.encode(payload));
+    const h = natsHeaders();
+    h.set(TRACEPARENT_HEADER, formatTraceparent(work.trace));
+    this.connection.publish(this.wire(subject), codec.encode(payload), { headers: h });
   }
 
   /** Subscribes to an event subject; every replica receives every event (no queue group). */

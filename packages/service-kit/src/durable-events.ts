@@ -12,6 +12,7 @@ import type { EventOf } from './bus-types';
 import type { Logger } from './logger';
 import { DurablePullConsumer } from './pull-consumer';
 import type { StreamPlan } from './streams';
+import { currentWork, formatTraceparent, parseTraceparent, startHop, TRACEPARENT_HEADER, withWork } from './trace';
 
 const codec = JSONCodec();
 
@@ -51,6 +52,9 @@ export async function publishDurable<S extends EventSubject>(nc: NatsConnection,
   checkEvent(subject, payload);
   const h = natsHeaders();
   if (options.id) h.set('Nats-Msg-Id', options.id);
+  // The trace of the work that published it, for whoever consumes it.
+  const work = currentWork();
+  if (work) h.set(TRACEPARENT_HEADER, formatTraceparent(work.trace));
   await nc.jetstream().publish(`${options.prefix ?? ''}${subject}`, codec.encode(payload), { headers: h, timeout: options.timeoutMs ?? 5000 });
 }
 
@@ -91,7 +95,13 @@ export function durableEvents<S extends EventSubject>(nc: NatsConnection, option
           dropped.add(m);
           continue;
         }
-        await options.handle(event, { subject: m.subject, seq: m.seq });
+        // Handled as part of the publisher's trace (a new one when it had none).
+        const hop = startHop(m.subject, 'consumer', parseTraceparent(m.headers?.get(TRACEPARENT_HEADER)));
+        try {
+          await withWork({ trace: hop.context }, () => options.handle(event, { subject: m.subject, seq: m.seq }));
+        } finally {
+          hop.end();
+        }
       }
       return dropped;
     },

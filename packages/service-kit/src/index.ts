@@ -7,6 +7,7 @@ export { JsonBody } from './json-body';
 export * from './handler-context';
 export * from './health';
 export * from './metrics';
+export * from './trace';
 export * from './runtime';
 export * from './pull-consumer';
 export * from './poison-isolation';

@@ -38,13 +38,6 @@ export const ACCEPT_HEADER = 'Fleet-Accept';
 export const ACCEPT_SPLIT = 'split-reply';
 export const REPLY_HEADER = 'Fleet-Reply';
 
-/** The request headers that ask for the split form. */
-export function acceptSplitReplies(): MsgHdrs {
-  const h = natsHeaders();
-  h.set(ACCEPT_HEADER, ACCEPT_SPLIT);
-  return h;
-}
-
 export function wantsSplitReply(h: MsgHdrs | undefined): boolean {
   return h?.get(ACCEPT_HEADER) === ACCEPT_SPLIT;
 }

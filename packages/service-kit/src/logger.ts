@@ -1,4 +1,5 @@
-import pino, { type Logger } from 'pino';
+import pino, { type DestinationStream, type Logger } from 'pino';
+import { currentWork } from './trace';
 
 export type { Logger };
 
@@ -19,13 +20,26 @@ export const REDACT_PATHS = [
   'body.mqtt_password',
 ];
 
-export function createLogger(service: string, level = 'info', instance?: string): Logger {
-  return pino({
+/**
+ * Every line written while handling a request carries its `request_id` and `trace_id`
+ * (trace.ts keeps them for the request's async work); what a call passes itself wins.
+ */
+function workFields(): Record<string, string> {
+  const work = currentWork();
+  if (!work) return {};
+  return work.requestId === undefined ? { trace_id: work.trace.traceId } : { request_id: work.requestId, trace_id: work.trace.traceId };
+}
+
+/** A service's logger; lines go to stdout unless a destination is given (tests). */
+export function createLogger(service: string, level = 'info', instance?: string, destination?: DestinationStream): Logger {
+  const options: pino.LoggerOptions = {
     level,
     base: { service, ...(instance ? { instance } : {}) },
+    mixin: workFields,
     redact: { paths: REDACT_PATHS, censor: '[redacted]' },
     timestamp: pino.stdTimeFunctions.isoTime,
-  });
+  };
+  return destination ? pino(options, destination) : pino(options);
 }
 
 /**

@@ -3,6 +3,7 @@ import type { BaseConfig } from './config';
 import { HealthServer, type ReadinessCheck } from './health';
 import { createLogger, type Logger } from './logger';
 import { startProcessMetrics } from './metrics';
+import { startTraceExport } from './trace';
 
 type Closer = () => Promise<void> | void;
 
@@ -43,6 +44,12 @@ export class ServiceRuntime {
     const bus = await Bus.connect({ servers: config.NATS_URL, service, logger, requestTimeoutMs: config.BUS_REQUEST_TIMEOUT_MS, subjectPrefix: options.subjectPrefix });
     const health = new HealthServer({ bus: () => bus.isConnected, ...options.readiness });
     const runtime = new ServiceRuntime(service, logger, bus, health, options.shutdownGraceMs ?? 10_000);
+    // Spans go out over OTLP only when an endpoint is configured (OTEL_EXPORTER_OTLP_*).
+    const stopTraceExport = await startTraceExport(service, config.SERVICE_INSTANCE ?? service);
+    if (stopTraceExport) {
+      logger.info('exporting traces over OTLP');
+      runtime.onClose(stopTraceExport);
+    }
     runtime.healthPort = await health.listen(config.HEALTH_PORT);
     return runtime;
   }

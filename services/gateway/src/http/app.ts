@@ -3,7 +3,7 @@ import type http from 'node:http';
 import type https from 'node:https';
 import type { Duplex } from 'node:stream';
 import express, { type NextFunction, type Request, type Response } from 'express';
-import { ApiError, ValidationError, type Logger } from '@fleet/service-kit';
+import { ApiError, parseTraceparent, startHop, ValidationError, withWork, type Logger } from '@fleet/service-kit';
 import { docsRouter } from '../docs';
 import { apiPipeline, type PipelineDeps } from './api-pipeline';
 import { sendError } from './error-response';
@@ -52,16 +52,25 @@ function conventions(logger: Logger) {
     res.locals.requestId = requestId;
     res.setHeader('X-Request-Id', requestId);
     res.setHeader('Cache-Control', 'no-store');
-    if (!logger.isLevelEnabled('info')) return next();
+    // The partner's trace when it sent a valid traceparent, else a new one: every service the
+    // request reaches logs under its trace_id, and spans are exported when OTLP is configured.
+    const hop = startHop('gateway request', 'server', parseTraceparent(req.get('traceparent')));
     const started = process.hrtime.bigint();
     res.on('finish', () => {
+      const route = (res.locals.routeTemplate as string | undefined) ?? 'unmatched';
+      hop.end({
+        name: `${req.method} ${route}`,
+        attributes: { 'http.request.method': req.method, 'http.route': route, 'http.response.status_code': res.statusCode },
+        ...(res.statusCode >= 500 ? { error: `HTTP ${res.statusCode}` } : {}),
+      });
+      if (!logger.isLevelEnabled('info')) return;
       const ms = Number(process.hrtime.bigint() - started) / 1e6;
       logger.info(
-        { request_id: requestId, method: req.method, path: req.path, status: res.statusCode, ms: Math.round(ms * 10) / 10, key_prefix: res.locals.keyPrefix },
+        { request_id: requestId, trace_id: hop.context.traceId, method: req.method, path: req.path, status: res.statusCode, ms: Math.round(ms * 10) / 10, key_prefix: res.locals.keyPrefix },
         'request',
       );
     });
-    next();
+    withWork({ trace: hop.context, requestId }, next);
   };
 }
 
