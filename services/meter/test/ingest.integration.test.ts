@@ -4,13 +4,19 @@
  * summary and energy answers computed independently here, clears.
  */
 import type { JetStreamClient } from 'nats';
-import { DurablePullConsumer, type Bus } from '@fleet/service-kit';
+import { DurablePullConsumer, metricsRegistry, type Bus } from '@fleet/service-kit';
 import { randomDeviceId, uniqueId, waitFor } from '@fleet/test-kit';
 import { deviceInProcessor } from '../src/handlers/device-in';
 import { getEnergy, getSummary, listIntervals } from '../src/handlers/reads';
 import { parseRecord } from '../src/domain/record';
 import { ingestRecords } from '../src/store/ingest';
 import { clearDevice } from '../src/store/records';
+
+/** The service's quarantined-record counter, by reason. */
+async function quarantinedByReason(): Promise<Record<string, number>> {
+  const metric = (await metricsRegistry.getMetricsAsJSON()).find((m) => m.name === 'fleet_meter_records_quarantined_total');
+  return Object.fromEntries((metric?.values ?? []).map((v) => [String(v.labels.reason), v.value]));
+}
 import { connectBus, createStream, createTestDb, deviceSends, envelope, logger, makeRecord, randomSid, type TestDb } from './support';
 
 let testDb: TestDb;
@@ -100,7 +106,7 @@ describe('ingest', () => {
     ]);
     // 1 (CT 2) and 3 (counter already at zero) arrive late: the change now sits on 1, the reset on 3.
     const result = await ingestRecords(testDb.db, [rec(3, 2, 5), rec(1, 2, 250), rec(1, 2, 250)]);
-    expect(result).toEqual({ stored: 2, duplicates: 1, cleared: 0 });
+    expect(result).toEqual({ stored: 2, duplicates: 1, cleared: 0, quarantined: {} });
     expect(await flags()).toEqual([
       [0, false, false],
       [1, true, false],
@@ -111,6 +117,7 @@ describe('ingest', () => {
   });
 
   it('keeps quarantined records with their reason and null stats, and keeps going after them', async () => {
+    const quarantinedBefore = await quarantinedByReason();
     const dev = randomDeviceId();
     const sid = randomSid();
     await deviceSends(js, stream.prefix, dev, 'iv', 'not json at all\u0000', RECEIVED);
@@ -128,6 +135,10 @@ describe('ingest', () => {
       [3, false, null],
     ]);
     expect(body.records[0]).toMatchObject({ ct_turns: null, voltage_v: null, power_w: null, energy_wh: null });
+    // Counted by reason in the service's metrics (fleet_meter_records_quarantined_total).
+    const quarantinedAfter = await quarantinedByReason();
+    const added = (reason: string) => (quarantinedAfter[reason] ?? 0) - (quarantinedBefore[reason] ?? 0);
+    expect([added('unusable_ct_turns'), added('impossible_values'), added('malformed_payload')]).toEqual([1, 2, 1]);
     const unknown = await list(dev, { unknown_time: 'true' });
     expect(unknown.records).toHaveLength(1);
     expect(unknown.records[0]).toMatchObject({ sid: null, seq: null, start_at: null, quarantine_reason: 'malformed_payload', time_quality: 'unknown' });
