@@ -15,12 +15,29 @@ const schema = baseConfigSchema.extend({
   /** How long a request to the bridge or the registry may take; below the gateway's bus timeout. */
   DOWNSTREAM_TIMEOUT_MS: z.coerce.number().int().positive().default(2000),
   DATABASE_POOL_MAX: z.coerce.number().int().min(1).default(10),
+  /**
+   * What this process does: `ingest` (the DEVICE_IN consumer: interval records, live readings,
+   * acknowledgements), `query` (the partner requests: reads, live-reading and reset requests)
+   * or `both` (the default). Two Deployments of one image then scale apart: ingest on its
+   * consumer's lag, queries on their request rate.
+   */
+  METER_ROLE: z.enum(['both', 'ingest', 'query']).default('both'),
+  /**
+   * Optional: a read replica (one streaming replica of DATABASE_URL) for pages by start time,
+   * summaries and energy. Arrival pages, requests and ingest always use DATABASE_URL.
+   */
+  DATABASE_READ_URL: z.string().optional(),
 });
 
 export type MeterConfig = z.infer<typeof schema>;
 
 export function readMeterConfig(env: Record<string, string | undefined> = process.env): MeterConfig {
   return loadConfig(schema, env);
+}
+
+/** Which parts of the meter this process runs (METER_ROLE). */
+export function meterParts(config: Pick<MeterConfig, 'METER_ROLE'>): { ingest: boolean; queries: boolean } {
+  return { ingest: config.METER_ROLE !== 'query', queries: config.METER_ROLE !== 'ingest' };
 }
 
 /** The DEVICE_IN filter of meter traffic. */

@@ -17,7 +17,12 @@ export function meterOf(req: RequestEnvelope): string {
   return device.device_id;
 }
 
-export async function listIntervals(db: MeterDb, req: RequestEnvelope, now = new Date()): Promise<HandlerResult> {
+/**
+ * `db` is the primary; `readDb` (DATABASE_READ_URL, default the primary) serves what a replica's
+ * lag cannot make wrong: pages by start time. Arrival pages stay on the primary: a bookmark
+ * answered by one copy must never be past what the next answering copy has committed.
+ */
+export async function listIntervals(db: MeterDb, req: RequestEnvelope, now = new Date(), readDb: MeterDb = db): Promise<HandlerResult> {
   const deviceId = meterOf(req);
   const plan = planIntervals(req.query as Record<string, unknown>, deviceId, now);
   if (plan.mode === 'received') {
@@ -42,8 +47,8 @@ export async function listIntervals(db: MeterDb, req: RequestEnvelope, now = new
     };
   }
   const records = plan.unknownTime
-    ? await listUnknownTime(db, deviceId, plan.after, plan.limit)
-    : await listByStart(db, deviceId, plan.window, plan.after, plan.limit);
+    ? await listUnknownTime(readDb, deviceId, plan.after, plan.limit)
+    : await listByStart(readDb, deviceId, plan.window, plan.after, plan.limit);
   const page = records.slice(0, plan.limit);
   const hasMore = records.length > plan.limit;
   const last = page.at(-1);

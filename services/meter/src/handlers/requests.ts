@@ -9,6 +9,8 @@ import { meterOf } from './reads';
 
 export interface RequestDeps {
   db: MeterDb;
+  /** Where pages by start time, summaries and energy are read: a replica (DATABASE_READ_URL), else the primary. */
+  readDb?: MeterDb;
   /** Commands to meters go through mqtt-bridge (sys/exe lines, QoS 2 by the protocol). */
   bridge: MessagePublisher;
   /** A meter's connectivity comes from device-registry. */

@@ -10,10 +10,11 @@ export const METER_SUBJECTS: readonly MeterSubject[] = subjectsOf('meter');
 /** The meter's one map of what it serves; the type check fails when a subject lacks its handler. */
 export function meterHandlers(deps: RequestDeps): ServiceHandlers<MeterSubject> {
   const { db } = deps;
+  const readDb = deps.readDb ?? db;
   return {
-    'meter.interval.list': (req) => listIntervals(db, req).then(asJsonText),
-    'meter.summary.get': (req) => getSummary(db, req).then(asJsonText),
-    'meter.energy.get': (req) => getEnergy(db, req).then(asJsonText),
+    'meter.interval.list': (req) => listIntervals(db, req, new Date(), readDb).then(asJsonText),
+    'meter.summary.get': (req) => getSummary(readDb, req).then(asJsonText),
+    'meter.energy.get': (req) => getEnergy(readDb, req).then(asJsonText),
     'meter.report.send': (req) => sendReport(deps, req),
     'meter.sample.create': (req, ctx) => requestSample(deps, req, ctx.logger),
     'meter.sample.get': (req) => getSample(deps, req),
