@@ -8,6 +8,10 @@ const common = {
 };
 module.exports = {
   testTimeout: 20000,
+  // The machine's PostgreSQL, Redis, NATS and Mosquitto, or with FLEET_TEST_CONTAINERS=1 and a
+  // Docker engine the same in containers (packages/test-kit/containers.js).
+  globalSetup: '<rootDir>/packages/test-kit/jest-setup.js',
+  globalTeardown: '<rootDir>/packages/test-kit/jest-teardown.js',
   projects: [
     { ...common, displayName: 'unit+integration', testMatch: ['<rootDir>/packages/*/test/**/*.test.ts', '<rootDir>/services/*/test/**/*.test.ts'] },
     {

@@ -1,6 +1,6 @@
 import { Client } from 'pg';
 import { MqttProbe, SimulatedLight } from '@fleet/device-sim';
-import { randomDeviceId, waitFor } from '@fleet/test-kit';
+import { databaseUrl, randomDeviceId, waitFor } from '@fleet/test-kit';
 import { OwnFleet } from './support/own-fleet';
 
 /**
@@ -35,7 +35,7 @@ beforeAll(async () => {
     replicas: { 'config-alerting': 2 },
     env: { EVALUATION_PERIOD_MS: String(PERIOD_MS), EVALUATION_LEASE_MS: String(LEASE_MS), EVALUATION_SHARDS: '4' },
   });
-  db = new Client({ connectionString: `postgresql://postgres@127.0.0.1:5432/${fleet.databasePrefix}config_alerting` });
+  db = new Client({ connectionString: databaseUrl(`${fleet.databasePrefix}config_alerting`) });
   await db.connect();
 }, 120_000);
 

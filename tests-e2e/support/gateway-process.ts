@@ -3,6 +3,7 @@ import path from 'node:path';
 import { freePort } from '@fleet/launcher';
 import { waitFor } from '@fleet/test-kit';
 import { e2eFleet } from './fleet-env';
+import { databaseUrl } from '@fleet/test-kit';
 
 const ROOT = path.resolve(__dirname, '../..');
 
@@ -17,7 +18,7 @@ export async function startExtraGateway(env: Record<string, string>): Promise<{ 
       GATEWAY_PORT: String(port),
       GATEWAY_HOST: '127.0.0.1',
       HEALTH_PORT: String(healthPort),
-      DATABASE_URL: `postgresql://postgres@127.0.0.1:5432/${fleet.databasePrefix}gateway`,
+      DATABASE_URL: databaseUrl(`${fleet.databasePrefix}gateway`),
       REDIS_KEY_PREFIX: fleet.redisPrefix,
       LOG_LEVEL: 'warn',
       ...env,

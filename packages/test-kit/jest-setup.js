@@ -1,0 +1,3 @@
+'use strict';
+// jest's root globalSetup: see containers.js.
+module.exports = () => require('./containers').setup();

@@ -1,0 +1,3 @@
+'use strict';
+// jest's root globalTeardown: see containers.js.
+module.exports = () => require('./containers').teardown();
