@@ -290,19 +290,32 @@ function sourceData(source: Manifest): Record<string, unknown> {
   return { ...data, ...(source.stringData ?? {}) };
 }
 
-/** The service's workload (Deployment or StatefulSet running image fleet/<name>) and the rest of its manifest. */
-function k8sWorkload(name: string): { workload: Manifest; container: Container; manifests: Manifest[] } {
-  const manifests = k8sFile(`${name}.yaml`);
-  const workloads = manifests.filter((m) => (m.kind === 'Deployment' || m.kind === 'StatefulSet') && m.spec?.template?.spec.containers.some((c) => c.image.startsWith(`fleet/${name}`)));
-  if (workloads.length !== 1) throw new Error(`deploy/k8s/${name}.yaml: expected one Deployment or StatefulSet of fleet/${name}, found ${workloads.length}`);
-  const workload = workloads[0] as Manifest;
-  const container = workload.spec?.template?.spec.containers.find((c) => c.image.startsWith(`fleet/${name}`)) as Container;
-  return { workload, container, manifests };
+interface Workload {
+  workload: Manifest;
+  container: Container;
+  manifests: Manifest[];
 }
 
-/** What the service's container sees: the image's ENV, then envFrom in order, then env; with the problems met resolving it. */
-function k8sEnv(name: string): { env: Env; problems: string[] } {
-  const { container } = k8sWorkload(name);
+/**
+ * The service's workloads (Deployments or StatefulSets running image fleet/<name>) and the rest of its manifest: one
+ * per service, except meter's two Deployments of one image (meter-ingest and meter-query, by METER_ROLE).
+ */
+function k8sWorkloads(name: string): Workload[] {
+  const manifests = k8sFile(`${name}.yaml`);
+  const workloads = manifests.filter((m) => (m.kind === 'Deployment' || m.kind === 'StatefulSet') && m.spec?.template?.spec.containers.some((c) => c.image.startsWith(`fleet/${name}`)));
+  if (workloads.length === 0) throw new Error(`deploy/k8s/${name}.yaml: no Deployment or StatefulSet of fleet/${name}`);
+  return workloads.map((workload) => ({ workload, container: workload.spec?.template?.spec.containers.find((c) => c.image.startsWith(`fleet/${name}`)) as Container, manifests }));
+}
+
+/** The workload of a service that runs as one. */
+function k8sWorkload(name: string): Workload {
+  const workloads = k8sWorkloads(name);
+  if (workloads.length !== 1) throw new Error(`deploy/k8s/${name}.yaml: expected one Deployment or StatefulSet of fleet/${name}, found ${workloads.length}`);
+  return workloads[0] as Workload;
+}
+
+/** What the service's container (of that workload) sees: the image's ENV, then envFrom in order, then env; with the problems met resolving it. */
+function k8sEnv(name: string, { container }: Workload = k8sWorkload(name)): { env: Env; problems: string[] } {
   const { configMaps, secrets } = k8sEnvSources();
   const env: Env = { ...imageEnv() };
   const problems: string[] = [];
@@ -340,8 +353,7 @@ function k8sEnv(name: string): { env: Env; problems: string[] } {
 }
 
 /** How many replicas the workload may run: its HorizontalPodAutoscaler's maximum, else spec.replicas (1 when unset). */
-function k8sReplicas(name: string): number {
-  const { workload, manifests } = k8sWorkload(name);
+function k8sReplicas({ workload, manifests }: Workload): number {
   const hpa = manifests.find((m) => m.kind === 'HorizontalPodAutoscaler' && m.spec?.scaleTargetRef?.name === workload.metadata.name);
   return hpa?.spec?.maxReplicas ?? workload.spec?.replicas ?? 1;
 }
@@ -421,44 +433,60 @@ describe.each(COMPOSE_VARIANTS)('docker-compose.yml (compose variables: %s)', (_
 });
 
 describe('deploy/k8s', () => {
-  it.each(SERVICES)('%s: its config.ts accepts the environment (envFrom ConfigMaps and Secrets, env), which sets every variable it requires; the container declares the ports it listens on', (name) => {
-    const { env, problems } = k8sEnv(name);
-    expect({ name, problems }).toEqual({ name, problems: [] });
-    const required = requiredVariables(configOf(name).read);
-    expect({ name, unset: required.filter((key) => !env[key]) }).toEqual({ name, unset: [] });
-    expect({ name, HEALTH_PORT: env.HEALTH_PORT }).toEqual({ name, HEALTH_PORT: String(HEALTH_PORT) });
-    const { error, config } = readWith(name, env);
-    expect({ name, error }).toEqual({ name, error: undefined });
-    expect({ name, problems: startProblems(name, config ?? {}, k8sReplicas(name)) }).toEqual({ name, problems: [] });
-    expect({ name, unknown: unknownVariables(config ?? {}, Object.keys(env)) }).toEqual({ name, unknown: [] });
-    // The container declares exactly the ports the service listens on (what the probes and Services name).
-    const declared = (k8sWorkload(name).container.ports ?? []).map((p) => p.containerPort).sort((a, b) => a - b);
-    expect({ name, ports: declared }).toEqual({ name, ports: listeningPorts(config ?? {}) });
+  it('runs one workload per service, except meter: two Deployments of its image, meter-ingest (METER_ROLE=ingest) and meter-query (METER_ROLE=query)', () => {
+    for (const name of SERVICES.filter((s) => s !== 'meter')) expect({ name, workloads: k8sWorkloads(name).length }).toEqual({ name, workloads: 1 });
+    const meter = k8sWorkloads('meter').map((w) => [w.workload.kind, w.workload.metadata.name, k8sEnv('meter', w).env.METER_ROLE]);
+    expect(meter).toEqual([
+      ['Deployment', 'meter-ingest', 'ingest'],
+      ['Deployment', 'meter-query', 'query'],
+    ]);
   });
 
-  it.each(SERVICES)('%s: probes /healthz (startup, liveness) and /readyz (readiness) on the health port, which its Service exposes for /metrics', (name) => {
-    const { workload, container, manifests } = k8sWorkload(name);
-    const ports = container.ports ?? [];
-    const health = ports.find((p) => p.containerPort === HEALTH_PORT);
-    expect({ name, healthPort: health !== undefined }).toEqual({ name, healthPort: true });
-    const portOf = (port: string | number | undefined) => (typeof port === 'number' ? port : ports.find((p) => p.name === port)?.containerPort);
-    const probe = (p: Probe | undefined) => ({ path: p?.httpGet?.path, port: portOf(p?.httpGet?.port) });
-    expect({ name, startup: probe(container.startupProbe), liveness: probe(container.livenessProbe), readiness: probe(container.readinessProbe) }).toEqual({
-      name,
-      startup: { path: '/healthz', port: HEALTH_PORT },
-      liveness: { path: '/healthz', port: HEALTH_PORT },
-      readiness: { path: '/readyz', port: HEALTH_PORT },
-    });
-    // A Service selecting these pods, labelled with the service's name, whose port `health` reaches the health port: what
-    // Prometheus scrapes for /metrics (the ServiceMonitor selects Services by app.kubernetes.io/name and scrapes port `health`).
-    const labels = workload.spec?.template?.metadata?.labels ?? {};
-    const services = manifests.filter((m) => m.kind === 'Service' && Object.entries(m.spec?.selector ?? {}).every(([key, value]) => labels[key] === value) && Object.keys(m.spec?.selector ?? {}).length > 0);
-    const scrape = services.flatMap((s) => s.spec?.ports ?? []).find((p) => p.name === 'health');
-    expect({ name, service: services.map((s) => [s.metadata.name, s.metadata.labels?.['app.kubernetes.io/name']]), health: portOf(scrape?.targetPort ?? scrape?.port) }).toEqual({
-      name,
-      service: [[name, name]],
-      health: HEALTH_PORT,
-    });
+  it.each(SERVICES)('%s: its config.ts accepts the environment (envFrom ConfigMaps and Secrets, env), which sets every variable it requires; the container declares the ports it listens on', (service) => {
+    for (const w of k8sWorkloads(service)) {
+      // The workload's name in each expectation (meter has two); the service's own for all the others.
+      const name = w.workload.metadata.name;
+      const { env, problems } = k8sEnv(service, w);
+      expect({ name, problems }).toEqual({ name, problems: [] });
+      const required = requiredVariables(configOf(service).read);
+      expect({ name, unset: required.filter((key) => !env[key]) }).toEqual({ name, unset: [] });
+      expect({ name, HEALTH_PORT: env.HEALTH_PORT }).toEqual({ name, HEALTH_PORT: String(HEALTH_PORT) });
+      const { error, config } = readWith(service, env);
+      expect({ name, error }).toEqual({ name, error: undefined });
+      expect({ name, problems: startProblems(service, config ?? {}, k8sReplicas(w)) }).toEqual({ name, problems: [] });
+      expect({ name, unknown: unknownVariables(config ?? {}, Object.keys(env)) }).toEqual({ name, unknown: [] });
+      // The container declares exactly the ports the service listens on (what the probes and Services name).
+      const declared = (w.container.ports ?? []).map((p) => p.containerPort).sort((a, b) => a - b);
+      expect({ name, ports: declared }).toEqual({ name, ports: listeningPorts(config ?? {}) });
+    }
+  });
+
+  it.each(SERVICES)('%s: probes /healthz (startup, liveness) and /readyz (readiness) on the health port, which its Service exposes for /metrics', (service) => {
+    for (const { workload, container, manifests } of k8sWorkloads(service)) {
+      const name = workload.metadata.name;
+      const ports = container.ports ?? [];
+      const health = ports.find((p) => p.containerPort === HEALTH_PORT);
+      expect({ name, healthPort: health !== undefined }).toEqual({ name, healthPort: true });
+      const portOf = (port: string | number | undefined) => (typeof port === 'number' ? port : ports.find((p) => p.name === port)?.containerPort);
+      const probe = (p: Probe | undefined) => ({ path: p?.httpGet?.path, port: portOf(p?.httpGet?.port) });
+      expect({ name, startup: probe(container.startupProbe), liveness: probe(container.livenessProbe), readiness: probe(container.readinessProbe) }).toEqual({
+        name,
+        startup: { path: '/healthz', port: HEALTH_PORT },
+        liveness: { path: '/healthz', port: HEALTH_PORT },
+        readiness: { path: '/readyz', port: HEALTH_PORT },
+      });
+      // A Service selecting these pods, labelled with the service's name, whose port `health` reaches the health port: what
+      // Prometheus scrapes for /metrics (the ServiceMonitor selects Services by app.kubernetes.io/name and scrapes port `health`).
+      // meter's one Service selects the pods of both its Deployments.
+      const labels = workload.spec?.template?.metadata?.labels ?? {};
+      const services = manifests.filter((m) => m.kind === 'Service' && Object.entries(m.spec?.selector ?? {}).every(([key, value]) => labels[key] === value) && Object.keys(m.spec?.selector ?? {}).length > 0);
+      const scrape = services.flatMap((s) => s.spec?.ports ?? []).find((p) => p.name === 'health');
+      expect({ name, service: services.map((s) => [s.metadata.name, s.metadata.labels?.['app.kubernetes.io/name']]), health: portOf(scrape?.targetPort ?? scrape?.port) }).toEqual({
+        name,
+        service: [[service, service]],
+        health: HEALTH_PORT,
+      });
+    }
   });
 
   it('device-registry hook knows the identity mqtt-bridge logs in with, in the same broker mode, with the same topic roots', () => {
