@@ -1,4 +1,6 @@
+import fs from 'node:fs';
 import http from 'node:http';
+import path from 'node:path';
 import type { AddressInfo } from 'node:net';
 import { SimulatedLight } from '@fleet/device-sim';
 import { randomDeviceId, waitFor } from '@fleet/test-kit';
@@ -53,7 +55,8 @@ beforeAll(async () => {
   await new Promise<void>((resolve) => collector.listen(0, '127.0.0.1', () => resolve()));
   fleet = await OwnFleet.start({
     services: ['device-registry', 'light-command', 'mqtt-bridge', 'gateway'],
-    env: { OTEL_EXPORTER_OTLP_ENDPOINT: `http://127.0.0.1:${(collector.address() as AddressInfo).port}` },
+    // debug: each service writes a line per request it handled (the gateway its access line at info).
+    env: { OTEL_EXPORTER_OTLP_ENDPOINT: `http://127.0.0.1:${(collector.address() as AddressInfo).port}`, LOG_LEVEL: 'debug' },
   });
 });
 
@@ -86,6 +89,11 @@ it('continues a partner’s trace through gateway, light-command and mqtt-bridge
     let at: Span | undefined = s;
     while (at && at !== gateway) at = byId.get(at.parentSpanId);
     expect({ span: `${s.service} ${s.name}`, reachesGateway: at === gateway }).toEqual({ span: `${s.service} ${s.name}`, reachesGateway: true });
+  }
+  // The trace id is in the log lines of every service that handled the command.
+  for (const service of ['gateway', 'light-command', 'mqtt-bridge']) {
+    const log = fs.readFileSync(path.join(fleet.dataDir, 'logs', `${service}.log`), 'utf8');
+    expect({ service, logged: log.includes(`"trace_id":"${traceId}"`) }).toEqual({ service, logged: true });
   }
   const services = new Set(inTrace().map((s) => s.service));
   for (const service of ['gateway', 'light-command', 'mqtt-bridge']) expect({ service, traced: services.has(service) }).toEqual({ service, traced: true });

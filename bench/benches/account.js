@@ -26,6 +26,9 @@ async function run(ctx) {
   const logLevel = process.env.BENCH_LOG_LEVEL || 'warn';
   const priv = await startPrivateFleet({ services: ['gateway'], serviceEnv, logLevel });
   ctx.onCleanup(priv.cleanup);
+  // The same gateway with metrics and trace context off (FLEET_TELEMETRY=off): what they cost.
+  const quiet = await startPrivateFleet({ services: ['gateway'], serviceEnv: { ...serviceEnv, FLEET_TELEMETRY: 'off' }, logLevel });
+  ctx.onCleanup(quiet.cleanup);
   let bare;
   let finished = false;
   const redisCpu = await redisCpuReader();
@@ -35,6 +38,11 @@ async function run(ctx) {
     const issued = await gatewayAdmin(priv.gatewayDatabaseUrl, ['key', 'issue', '--partner', partner.id]);
     const headers = { authorization: `Bearer ${issued.key}` };
     const gatewayUrl = `${priv.fleet.gatewayUrl}/v1/account`;
+    const quietGateway = quiet.fleet.services.find((s) => s.name === 'gateway');
+    const quietPartner = await gatewayAdmin(quiet.gatewayDatabaseUrl, ['partner', 'create', '--name', `Bench ${quiet.id}`, '--permissions', 'all', '--requests-per-min', '100000000']);
+    const quietHeaders = { authorization: `Bearer ${(await gatewayAdmin(quiet.gatewayDatabaseUrl, ['key', 'issue', '--partner', quietPartner.id])).key}` };
+    const quietUrl = `${quiet.fleet.gatewayUrl}/v1/account`;
+    if ((await fetch(quietUrl, { headers: quietHeaders })).status !== 200) throw new Error('the gateway without telemetry did not answer GET /v1/account');
 
     // One request first: it must succeed, and its body is what the baseline serves.
     const probe = await fetch(gatewayUrl, { headers });
@@ -59,17 +67,23 @@ async function run(ctx) {
     const step = `${warmupSeconds} s warm-up + ${durationSeconds} s`;
     const bareRuns = [];
     const gatewayRuns = [];
+    const quietRuns = [];
+    const quietCpu = cpuOf(quietGateway.pid);
     log(`bare express, run 1 (${step})...`);
     bareRuns.push(await measure({ label: 'bare express (1)', url: bareUrl, cpu: bareCpu, ...settings }));
     for (let round = 1; round <= rounds; round++) {
       const n = rounds > 1 ? ` (${round})` : '';
       log(`gateway GET /v1/account${n} (${step})...`);
       gatewayRuns.push(await measure({ label: `gateway /v1/account${n}`, url: gatewayUrl, headers, cpu: gatewayCpu, ...settings }));
-      log(`bare express, run ${round + 1} (${step})...`);
-      bareRuns.push(await measure({ label: `bare express (${round + 1})`, url: bareUrl, cpu: bareCpu, ...settings }));
+      log(`bare express, run ${bareRuns.length + 1} (${step})...`);
+      bareRuns.push(await measure({ label: `bare express (${bareRuns.length + 1})`, url: bareUrl, cpu: bareCpu, ...settings }));
+      log(`gateway GET /v1/account, telemetry off${n} (${step})...`);
+      quietRuns.push(await measure({ label: `gateway, telemetry off${n}`, url: quietUrl, headers: quietHeaders, cpu: quietCpu, ...settings }));
+      log(`bare express, run ${bareRuns.length + 1} (${step})...`);
+      bareRuns.push(await measure({ label: `bare express (${bareRuns.length + 1})`, url: bareUrl, cpu: bareCpu, ...settings }));
     }
 
-    for (const r of [...bareRuns, ...gatewayRuns]) {
+    for (const r of [...bareRuns, ...gatewayRuns, ...quietRuns]) {
       const { machine, server, redis, load_generator: loadGenerator } = r.cpu_ms;
       r.rest_of_machine_cores = Math.round(((machine - server - redis - loadGenerator) / (r.duration_s * 1000)) * 100) / 100;
     }
@@ -81,12 +95,16 @@ async function run(ctx) {
     const cpuPerRequest = Object.fromEntries(
       ['server', 'redis', 'load_generator'].map((name) => [name, { bare: meanCpu(bareRuns, name), gateway: meanCpu(gatewayRuns, name) }]),
     );
-    const roundRatios = gatewayRuns.map((g, i) => g.req_per_s / mean([bareRuns[i].req_per_s, bareRuns[i + 1].req_per_s]));
+    // Bare runs sit at 0, 2, 4, ...: gateway run i between bare 2i and 2i+1, the quiet one between 2i+1 and 2i+2.
+    const roundRatios = gatewayRuns.map((g, i) => g.req_per_s / mean([bareRuns[2 * i].req_per_s, bareRuns[2 * i + 1].req_per_s]));
+    const quietRatios = quietRuns.map((g, i) => g.req_per_s / mean([bareRuns[2 * i + 1].req_per_s, bareRuns[2 * i + 2].req_per_s]));
     const ratio = mean(roundRatios);
+    const quietRatio = mean(quietRatios);
+    const serverCpu = (runs) => mean(runs.map((r) => r.cpu_us_per_request.server));
     const bareMean = mean(bareRuns.map((r) => r.req_per_s));
     const bareRates = bareRuns.map((r) => r.req_per_s);
     const problems = [];
-    for (const r of [...bareRuns, ...gatewayRuns]) {
+    for (const r of [...bareRuns, ...gatewayRuns, ...quietRuns]) {
       if (r.non_2xx !== 0 || r.errors !== 0 || r.timeouts !== 0) {
         problems.push(`${r.label}: ${r.non_2xx} non-2xx (status codes ${JSON.stringify(r.status_codes)}), ${r.errors} errors, ${r.timeouts} timeouts`);
       }
@@ -95,9 +113,19 @@ async function run(ctx) {
     return {
       bench: 'account',
       title: 'GET /v1/account through the gateway vs a bare express 5 JSON route',
-      settings: { connections, duration_s: durationSeconds, warmup_s: warmupSeconds, rounds, order: ['bare', ...gatewayRuns.flatMap(() => ['gateway', 'bare'])], gateway_cpu_profile: Boolean(profileDir), gateway_node_options: process.env.BENCH_GATEWAY_NODE_OPTIONS || undefined, gateway_log_level: logLevel },
+      settings: { connections, duration_s: durationSeconds, warmup_s: warmupSeconds, rounds, order: ['bare', ...gatewayRuns.flatMap(() => ['gateway', 'bare', 'gateway telemetry off', 'bare'])], gateway_cpu_profile: Boolean(profileDir), gateway_node_options: process.env.BENCH_GATEWAY_NODE_OPTIONS || undefined, gateway_log_level: logLevel },
       body_bytes: { gateway: Buffer.byteLength(probeText), bare: Buffer.byteLength(bareText) },
-      runs: { bare: bareRuns, gateway: gatewayRuns },
+      runs: { bare: bareRuns, gateway: gatewayRuns, gateway_telemetry_off: quietRuns },
+      // Metrics and trace context (on by default) against the same gateway with FLEET_TELEMETRY=off:
+      // the ratio to bare express should stay within 5% of the one without them.
+      telemetry: {
+        ratio_with: ratio,
+        ratio_without: quietRatio,
+        with_over_without: ratio / quietRatio,
+        server_cpu_us_with: serverCpu(gatewayRuns),
+        server_cpu_us_without: serverCpu(quietRuns),
+        within_5pct: ratio >= 0.95 * quietRatio,
+      },
       gateway_mean_req_per_s: mean(gatewayRuns.map((r) => r.req_per_s)),
       bare_mean_req_per_s: bareMean,
       // How much the machine moved during the bench: last bare run against the first (signed),
@@ -148,13 +176,18 @@ function table(result) {
   ];
   return {
     head: ['run', 'req/s (mean)', 'p50 ms', 'p99 ms', 'requests', 'non-2xx/err', 'server CPU us/req', 'redis us/req', 'autocannon us/req', 'rest of machine (cores)'],
-    rows: result.runs.bare.flatMap((b, i) => [row(b), ...(result.runs.gateway[i] ? [row(result.runs.gateway[i])] : [])]),
+    // bare, gateway, bare, gateway with telemetry off, bare, ...
+    rows: result.runs.bare.flatMap((b, i) => {
+      const next = i % 2 === 0 ? result.runs.gateway[i / 2] : result.runs.gateway_telemetry_off[(i - 1) / 2];
+      return [row(b), ...(next ? [row(next)] : [])];
+    }),
     notes: [
       `bare mean ${result.bare_mean_req_per_s.toFixed(0)} req/s (drift first -> last bare run: ${result.bare_drift_pct >= 0 ? '+' : ''}${result.bare_drift_pct.toFixed(1)}%${result.round_ratios.length > 1 ? `, spread ${result.bare_spread_pct.toFixed(1)}%` : ''})`,
       `ratio gateway/bare = ${result.ratio.toFixed(3)}${result.round_ratios.length > 1 ? ` (rounds: ${result.round_ratios.map((r) => r.toFixed(3)).join(', ')})` : ''}   target >= ${result.target}   ${result.invalid ? 'INVALID (not every response was 2xx)' : result.pass ? 'PASS' : 'FAIL'}`,
       `memory after the run: gateway RSS ${mb(result.memory.gateway_rss_bytes)} (peak ${mb(result.memory.gateway_peak_rss_bytes)}, idle before ${mb(result.memory.gateway_idle_rss_bytes)}), bare RSS ${mb(result.memory.bare_rss_bytes)} (peak ${mb(result.memory.bare_peak_rss_bytes)}, idle before ${mb(result.memory.bare_idle_rss_bytes)}), ratio ${result.memory.ratio.toFixed(2)}`,
       `server CPU per request: gateway ${result.cpu_us_per_request.server.gateway.toFixed(0)} us, bare ${result.cpu_us_per_request.server.bare.toFixed(0)} us (bare/gateway ${result.cpu_us_per_request.server_ratio_bare_to_gateway.toFixed(3)}); Redis during gateway runs ${result.cpu_us_per_request.redis.gateway.toFixed(0)} us/req`,
       `body bytes: gateway ${result.body_bytes.gateway}, bare ${result.body_bytes.bare}`,
+      `metrics and trace context: ratio to bare ${result.telemetry.ratio_with.toFixed(3)} with them, ${result.telemetry.ratio_without.toFixed(3)} without (FLEET_TELEMETRY=off), with/without ${result.telemetry.with_over_without.toFixed(3)}; server CPU ${result.telemetry.server_cpu_us_with.toFixed(0)} vs ${result.telemetry.server_cpu_us_without.toFixed(0)} us/req   ${result.telemetry.within_5pct ? 'within 5%' : 'MORE THAN 5%'}`,
     ],
   };
 }

@@ -16,7 +16,10 @@ import {
 import type { EventOf, HandlerResult, RelayedReplyOf, ReplyOf, RequestHandler, RequestOf, ServiceHandlers } from './bus-types';
 import { busMetrics } from './bus-metrics';
 import { ACCEPT_HEADER, ACCEPT_SPLIT, encodeWithJsonBody, JsonBody, splitReplyHead, wantsSplitReply } from './json-body';
-import { currentWork, formatTraceparent, parseTraceparent, startHop, TRACEPARENT_HEADER, withWork, type Hop } from './trace';
+import { currentWork, formatTraceparent, parseTraceparent, startHop, telemetryOn, TRACEPARENT_HEADER, withWork, type Hop } from './trace';
+
+/** The hop of work done with telemetry off: no ids made, nothing ended. */
+const UNTRACED: Hop = { context: { traceId: '', spanId: '', sampled: false }, recording: false, end: () => undefined };
 import { ApiError, DeadlineExceededError, ServiceUnavailableError, ValidationError, isDeadlineExceeded, isStoreOutage, toEnvelopeError } from './errors';
 import type { Logger } from './logger';
 
@@ -152,7 +155,7 @@ export class Bus {
         const started = performance.now();
         // The caller's trace goes on (a request from outside any trace starts one): every log
         // line of the handler, and every request and event it makes, carries it.
-        const hop = startHop(subject, 'server', parseTraceparent(msg.headers?.get(TRACEPARENT_HEADER)));
+        const hop = telemetryOn ? startHop(subject, 'server', parseTraceparent(msg.headers?.get(TRACEPARENT_HEADER))) : UNTRACED;
         void withWork({ trace: hop.context }, () => this.handle(subject, handler as unknown as RequestHandler, msg.data)).then(({ envelope, json }) => {
           if (!json || !envelope.ok) msg.respond(codec.encode(envelope));
           else {
@@ -160,8 +163,8 @@ export class Bus {
             msg.respond(data, headers ? { headers } : undefined);
           }
           const outcome = envelope.ok ? 'ok' : envelope.error.code;
-          busMetrics.handled.record({ subject, outcome }, { subject }, (performance.now() - started) / 1000);
-          hop.end(envelope.ok ? undefined : { error: outcome });
+          busMetrics.handled.record(`${subject} ${outcome}`, { subject, outcome }, { subject }, (performance.now() - started) / 1000);
+          if (hop.recording) hop.end(envelope.ok ? undefined : { error: outcome });
         });
       },
     });
@@ -192,7 +195,10 @@ export class Bus {
         await this.connection.flush();
       };
       const result = await handler(envelope, { logger: log, deadline, remainingMs: () => Math.max(0, deadline - Date.now()), beforeCommit });
-      return replyOf(subject, result);
+      const reply = replyOf(subject, result);
+      // One line per request handled, at debug: with the request's request_id and trace_id.
+      log.debug({ status: reply.envelope.ok ? reply.envelope.status : undefined, ms: Date.now() - arrived }, 'handled');
+      return reply;
     } catch (err) {
       if (isDeadlineExceeded(err)) log.warn({ err }, 'deadline passed before the work was stored');
       else if (isStoreOutage(err)) log.warn({ err }, 'database unavailable');
@@ -233,8 +239,8 @@ export class Bus {
       outcome = reply.ok ? 'ok' : reply.error.code;
       return reply;
     } finally {
-      busMetrics.requested.record({ subject, outcome }, { subject }, (performance.now() - started) / 1000);
-      hop?.end(outcome === 'ok' ? undefined : { error: outcome });
+      busMetrics.requested.record(`${subject} ${outcome}`, { subject, outcome }, { subject }, (performance.now() - started) / 1000);
+      if (hop?.recording) hop.end(outcome === 'ok' ? undefined : { error: outcome });
     }
   }
 

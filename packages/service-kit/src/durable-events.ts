@@ -12,7 +12,7 @@ import type { EventOf } from './bus-types';
 import type { Logger } from './logger';
 import { DurablePullConsumer } from './pull-consumer';
 import type { StreamPlan } from './streams';
-import { currentWork, formatTraceparent, parseTraceparent, startHop, TRACEPARENT_HEADER, withWork } from './trace';
+import { currentWork, formatTraceparent, parseTraceparent, startHop, telemetryOn, TRACEPARENT_HEADER, withWork } from './trace';
 
 const codec = JSONCodec();
 
@@ -96,6 +96,10 @@ export function durableEvents<S extends EventSubject>(nc: NatsConnection, option
           continue;
         }
         // Handled as part of the publisher's trace (a new one when it had none).
+        if (!telemetryOn) {
+          await options.handle(event, { subject: m.subject, seq: m.seq });
+          continue;
+        }
         const hop = startHop(m.subject, 'consumer', parseTraceparent(m.headers?.get(TRACEPARENT_HEADER)));
         try {
           await withWork({ trace: hop.context }, () => options.handle(event, { subject: m.subject, seq: m.seq }));

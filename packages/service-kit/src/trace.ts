@@ -12,9 +12,9 @@ import { ROOT_CONTEXT, SpanKind, SpanStatusCode, trace as otel, TraceFlags, type
  * ids.
  */
 export interface TraceContext {
-  traceId: string;
-  spanId: string;
-  sampled: boolean;
+  readonly traceId: string;
+  readonly spanId: string;
+  readonly sampled: boolean;
 }
 
 /** What a unit of work carries: its trace context and the request it serves. */
@@ -22,6 +22,12 @@ export interface WorkContext {
   trace: TraceContext;
   requestId?: string;
 }
+
+/**
+ * FLEET_TELEMETRY=off turns trace context and the request metrics off (process metrics stay):
+ * the benchmarks measure what they cost with it. On by default.
+ */
+export const telemetryOn = process.env.FLEET_TELEMETRY !== 'off';
 
 export const TRACEPARENT_HEADER = 'traceparent';
 const TRACEPARENT = /^00-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})$/;
@@ -50,7 +56,8 @@ function randomHex(bytes: number): string {
     }
     const hex = pool.toString('hex', taken, taken + bytes);
     taken += bytes;
-    if (/[^0]/.test(hex)) return hex;
+    // An all-zero id is invalid (and has a chance of 2^-64 at most).
+    if (hex !== ZERO_TRACE && hex !== ZERO_SPAN) return hex;
   }
 }
 
@@ -61,15 +68,44 @@ export function currentWork(): WorkContext | undefined {
   return storage.getStore();
 }
 
-/** Runs `fn` (and everything it starts) as part of `work`. */
+/** Runs `fn` (and everything it starts) as part of `work` (just `fn` with telemetry off). */
 export function withWork<T>(work: WorkContext, fn: () => T): T {
-  return storage.run(work, fn);
+  return telemetryOn ? storage.run(work, fn) : fn();
 }
 
 /** A span of the trace: the context to carry on, and its end. */
 export interface Hop {
   context: TraceContext;
+  /** Whether the span is exported: build its name and attributes only then. */
+  recording: boolean;
   end(outcome?: { error?: string; name?: string; attributes?: Attributes }): void;
+}
+
+/**
+ * The ids of a span that is not exported, made when first read: work that never logs, calls
+ * another service or publishes (a request the gateway answers itself) never pays for them.
+ */
+class IdsOnDemand implements TraceContext {
+  private trace?: string;
+  private span?: string;
+
+  constructor(private readonly parent: TraceContext | undefined) {}
+
+  get traceId(): string {
+    return (this.trace ??= this.parent?.traceId ?? randomHex(16));
+  }
+
+  get spanId(): string {
+    return (this.span ??= randomHex(8));
+  }
+
+  get sampled(): boolean {
+    return this.parent?.sampled ?? true;
+  }
+
+  toJSON(): { traceId: string; spanId: string; sampled: boolean } {
+    return { traceId: this.traceId, spanId: this.spanId, sampled: this.sampled };
+  }
 }
 
 let tracer: Tracer | undefined;
@@ -78,7 +114,7 @@ const KINDS = { server: SpanKind.SERVER, client: SpanKind.CLIENT, producer: Span
 
 /** Starts a span under `parent` (a new trace without one). */
 export function startHop(name: string, kind: keyof typeof KINDS, parent?: TraceContext, attributes?: Attributes): Hop {
-  if (!tracer) return { context: { traceId: parent?.traceId ?? randomHex(16), spanId: randomHex(8), sampled: parent?.sampled ?? true }, end: NO_END };
+  if (!tracer) return { context: new IdsOnDemand(parent), recording: false, end: NO_END };
   const parentContext = parent
     ? otel.setSpanContext(ROOT_CONTEXT, { traceId: parent.traceId, spanId: parent.spanId, traceFlags: parent.sampled ? TraceFlags.SAMPLED : TraceFlags.NONE, isRemote: true })
     : ROOT_CONTEXT;
@@ -86,6 +122,7 @@ export function startHop(name: string, kind: keyof typeof KINDS, parent?: TraceC
   const sc = span.spanContext();
   return {
     context: { traceId: sc.traceId, spanId: sc.spanId, sampled: (sc.traceFlags & TraceFlags.SAMPLED) === TraceFlags.SAMPLED },
+    recording: true,
     end: (outcome = {}) => {
       if (outcome.name) span.updateName(outcome.name);
       if (outcome.attributes) span.setAttributes(outcome.attributes);

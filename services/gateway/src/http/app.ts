@@ -3,11 +3,11 @@ import type http from 'node:http';
 import type https from 'node:https';
 import type { Duplex } from 'node:stream';
 import express, { type NextFunction, type Request, type Response } from 'express';
-import { ApiError, parseTraceparent, startHop, ValidationError, withWork, type Logger } from '@fleet/service-kit';
+import { ApiError, parseTraceparent, startHop, telemetryOn, ValidationError, withWork, type Logger } from '@fleet/service-kit';
 import { docsRouter } from '../docs';
 import { apiPipeline, type PipelineDeps } from './api-pipeline';
 import { sendError } from './error-response';
-import { requestMetrics } from './request-metrics';
+import { countAnswer } from './request-metrics';
 
 export interface AppOptions {
   requireTls: boolean;
@@ -25,7 +25,6 @@ export function createApp(deps: PipelineDeps, options: AppOptions): express.Expr
   // Only the configured proxies may tell us the client address and protocol.
   app.set('trust proxy', options.trustedProxies.length ? options.trustedProxies : false);
 
-  app.use(requestMetrics());
   app.use(conventions(deps.logger));
   if (options.requireTls) app.use(httpsOnly);
   app.use(docsRouter(options.openApiDocument));
@@ -54,17 +53,22 @@ function conventions(logger: Logger) {
     res.setHeader('Cache-Control', 'no-store');
     // The partner's trace when it sent a valid traceparent, else a new one: every service the
     // request reaches logs under its trace_id, and spans are exported when OTLP is configured.
-    const hop = startHop('gateway request', 'server', parseTraceparent(req.get('traceparent')));
-    const started = process.hrtime.bigint();
+    if (!telemetryOn) return plainConventions(logger, req, res, next, requestId);
+    const hop = startHop('gateway request', 'server', parseTraceparent(req.headers.traceparent as string | undefined));
+    const started = performance.now();
+    // One listener for the answer: its metrics, its span (when exported) and its access line.
     res.on('finish', () => {
-      const route = (res.locals.routeTemplate as string | undefined) ?? 'unmatched';
-      hop.end({
-        name: `${req.method} ${route}`,
-        attributes: { 'http.request.method': req.method, 'http.route': route, 'http.response.status_code': res.statusCode },
-        ...(res.statusCode >= 500 ? { error: `HTTP ${res.statusCode}` } : {}),
-      });
+      const route = (res.locals.routeTemplate as string | undefined) ?? (req.route as { path?: string } | undefined)?.path ?? 'unmatched';
+      const ms = performance.now() - started;
+      countAnswer(route, req.method, res.statusCode, ms / 1000);
+      if (hop.recording) {
+        hop.end({
+          name: `${req.method} ${route}`,
+          attributes: { 'http.request.method': req.method, 'http.route': route, 'http.response.status_code': res.statusCode },
+          ...(res.statusCode >= 500 ? { error: `HTTP ${res.statusCode}` } : {}),
+        });
+      }
       if (!logger.isLevelEnabled('info')) return;
-      const ms = Number(process.hrtime.bigint() - started) / 1e6;
       logger.info(
         { request_id: requestId, trace_id: hop.context.traceId, method: req.method, path: req.path, status: res.statusCode, ms: Math.round(ms * 10) / 10, key_prefix: res.locals.keyPrefix },
         'request',
@@ -72,6 +76,17 @@ function conventions(logger: Logger) {
     });
     withWork({ trace: hop.context, requestId }, next);
   };
+}
+
+/** The access line alone, with telemetry off (FLEET_TELEMETRY=off: the benchmarks' comparison). */
+function plainConventions(logger: Logger, req: Request, res: Response, next: NextFunction, requestId: string): void {
+  if (!logger.isLevelEnabled('info')) return next();
+  const started = process.hrtime.bigint();
+  res.on('finish', () => {
+    const ms = Number(process.hrtime.bigint() - started) / 1e6;
+    logger.info({ request_id: requestId, method: req.method, path: req.path, status: res.statusCode, ms: Math.round(ms * 10) / 10, key_prefix: res.locals.keyPrefix }, 'request');
+  });
+  next();
 }
 
 /** In production plain HTTP is refused unless a trusted proxy says the client used HTTPS. */

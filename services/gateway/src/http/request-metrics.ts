@@ -1,4 +1,3 @@
-import type { RequestHandler } from 'express';
 import { counter, CountedTimer, histogram } from '@fleet/service-kit';
 
 const answers = new CountedTimer(
@@ -21,17 +20,11 @@ export function countRefusal(key?: string): void {
 }
 
 /**
- * Counts and times every answer. The route label is the matched route's template (set by the
- * API pipeline in res.locals.routeTemplate), an express route's path (docs), or `unmatched`:
- * never the request's own path, which would make a series per device.
+ * Counts and times an answer. The route label is the matched route's template (set by the API
+ * pipeline in res.locals.routeTemplate), an express route's path (docs), or `unmatched`: never
+ * the request's own path, which would make a series per device.
  */
-export function requestMetrics(): RequestHandler {
-  return (req, res, next) => {
-    const started = performance.now();
-    res.once('finish', () => {
-      const route = (res.locals.routeTemplate as string | undefined) ?? (req.route as { path?: string } | undefined)?.path ?? 'unmatched';
-      answers.record({ route, method: req.method, status: String(res.statusCode) }, { route, method: req.method }, (performance.now() - started) / 1000);
-    });
-    next();
-  };
+export function countAnswer(route: string, method: string, status: number, seconds: number): void {
+  const code = String(status);
+  answers.record(`${route} ${method} ${code}`, { route, method, status: code }, { route, method }, seconds);
 }
