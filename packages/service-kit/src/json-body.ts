@@ -1,6 +1,8 @@
 import { headers as natsHeaders, type MsgHdrs } from 'nats';
 import type { ReplySuccess } from '@fleet/contracts';
-import type { JsonObject } from './bus-types';
+
+/** A JSON object (bus-types' JsonObject, repeated here so the two modules do not import each other). */
+type JsonObject = Record<string, unknown>;
 
 /**
  * A reply body already written as JSON text. A handler with a large answer (a page of a
