@@ -186,10 +186,10 @@ function interpolate(value: string, vars: Env): string {
 
 const compose = yamlDocuments(read('docker-compose.yml'), 'docker-compose.yml')[0] as { services: Record<string, ComposeService> };
 
-/** Compose variable sets the repository documents: none (the defaults), and deploy/emqx/hook.env (EMQX and the broker hook). */
+/** Compose variable sets the repository documents: none (the defaults), and deploy/emqx/hook.env.example (EMQX and the broker hook). */
 const COMPOSE_VARIANTS: [string, Env][] = [
   ['defaults', {}],
-  ['deploy/emqx/hook.env', envFile(read('deploy', 'emqx', 'hook.env'))],
+  ['deploy/emqx/hook.env.example', envFile(read('deploy', 'emqx', 'hook.env.example'))],
 ];
 
 /** The compose services built from the fleet's Dockerfile. */
