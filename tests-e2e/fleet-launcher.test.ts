@@ -1,7 +1,7 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { connectAsync, type MqttClient } from 'mqtt';
-import { freePort, restartDelay, ROOT, startFleet, type Fleet, type FleetEvent, type ServiceView } from '@fleet/launcher';
+import { freePort, isRunning, restartDelay, ROOT, startFleet, type Fleet, type FleetEvent, type ServiceView } from '@fleet/launcher';
 import { dropDatabasesWithPrefix, uniqueId, waitFor } from '@fleet/test-kit';
 
 // The launcher's API for fault tests (@fleet/launcher): replicas with their own
@@ -28,15 +28,6 @@ const events: FleetEvent[] = [];
 let fleet: Fleet | undefined;
 let mqttPort: number;
 const seenPids = new Set<number>();
-
-function alive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch {
-    return false;
-  }
-}
 
 function environOf(pid: number): Record<string, string> {
   const pairs = fs.readFileSync(`/proc/${pid}/environ`, 'utf8').split('\0').filter(Boolean);
@@ -89,7 +80,7 @@ beforeAll(async () => {
 
 afterAll(async () => {
   await fleet?.stop();
-  for (const pid of seenPids) if (alive(pid)) process.kill(pid, 'SIGKILL');
+  for (const pid of seenPids) if (isRunning(pid)) process.kill(pid, 'SIGKILL');
   await dropDatabasesWithPrefix(databasePrefix);
   fs.rmSync(dataDir, { recursive: true, force: true });
 }, 30_000);
@@ -158,7 +149,7 @@ it('restarts the broker on the same port and data, keeping what it persisted', a
   seenPids.add(restarted.pid);
   expect(restarted).toEqual({ pid: f.mqttPid, url: f.mqttUrl });
   expect(restarted.pid).not.toBe(before);
-  expect(alive(before)).toBe(false);
+  expect(isRunning(before)).toBe(false);
   expect(await retained(f, topic)).toBe('kept');
   expect(events.filter((e) => e.type === 'broker-start').map((e) => e.reason)).toEqual(['fleet start', 'restartBroker']);
 }, 30_000);
@@ -174,7 +165,7 @@ it('stops every process, and a fleet started again on the same data directory ke
   const pids = [f.mqttPid, f.natsPid as number, ...f.services.map((s) => s.pid as number)];
   await f.stop();
   fleet = undefined;
-  expect(pids.filter(alive)).toEqual([]);
+  expect(pids.filter(isRunning)).toEqual([]);
   expect(fs.existsSync(f.stateFile as string)).toBe(false);
   // Stopping cancels restarts: nothing comes back.
   const count = events.length;

@@ -2,7 +2,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 import { Redis } from 'ioredis';
-import { freePort } from '@fleet/launcher';
+import { freePort, isRunning } from '@fleet/launcher';
 import { dropDatabasesWithPrefix, testEnv, uniqueId, waitFor } from '@fleet/test-kit';
 
 // `npm start` keeps the fleet up: a service killed outright is started again on the same
@@ -36,15 +36,6 @@ function readState(): FleetState {
   return state;
 }
 
-function alive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch {
-    return false;
-  }
-}
-
 /** How the process ended, or 'timeout' when it is still running after ms. */
 function exitWithin(child: ChildProcess, ms: number): Promise<{ code: number | null; signal: NodeJS.Signals | null } | 'timeout'> {
   if (child.exitCode !== null || child.signalCode !== null) return Promise.resolve({ code: child.exitCode, signal: child.signalCode });
@@ -62,7 +53,7 @@ afterAll(async () => {
     launcher.kill('SIGINT');
     if ((await exitWithin(launcher, 15_000)) === 'timeout') launcher.kill('SIGKILL');
   }
-  for (const pid of seenPids) if (alive(pid)) process.kill(pid, 'SIGKILL');
+  for (const pid of seenPids) if (isRunning(pid)) process.kill(pid, 'SIGKILL');
   await dropDatabasesWithPrefix(databasePrefix);
   const redis = new Redis(testEnv.redisUrl);
   let cursor = '0';
@@ -146,8 +137,8 @@ it('restarts a killed service while the rest of the fleet keeps answering, and C
   }, { timeoutMs: 20_000, intervalMs: 100, what: 'light-command ready again with a new pid' });
   expect(restarted.healthPort).toBe(victim.healthPort);
   expect(restarted.restarts).toBe(1);
-  expect(alive(oldPid)).toBe(false);
-  expect(alive(restarted.pid as number)).toBe(true);
+  expect(isRunning(oldPid)).toBe(false);
+  expect(isRunning(restarted.pid as number)).toBe(true);
   const readyz = await fetch(`http://127.0.0.1:${victim.healthPort}/readyz`);
   expect([readyz.status, ((await readyz.json()) as { status: string }).status]).toEqual([200, 'ready']);
   expect(output).toContain(`light-command ready (pid ${restarted.pid}, health port ${victim.healthPort}, restart 1)`);
@@ -163,7 +154,7 @@ it('restarts a killed service while the rest of the fleet keeps answering, and C
   for (const s of before.services.filter((x) => x.name !== 'light-command')) {
     const now = after.services.find((x) => x.name === s.name && x.replica === s.replica);
     expect({ name: s.name, pid: now?.pid, restarts: now?.restarts }).toEqual({ name: s.name, pid: s.pid, restarts: 0 });
-    expect(alive(s.pid as number)).toBe(true);
+    expect(isRunning(s.pid as number)).toBe(true);
   }
   expect([after.mqttPid, after.natsPid]).toEqual([before.mqttPid, before.natsPid]);
 
@@ -174,7 +165,7 @@ it('restarts a killed service while the rest of the fleet keeps answering, and C
   const end = await exitWithin(child, 20_000);
   expect(end).toEqual({ code: 0, signal: null });
   expect(Date.now() - stoppedAt).toBeLessThan(20_000);
-  expect(fleetPids.filter(alive)).toEqual([]);
+  expect(fleetPids.filter(isRunning)).toEqual([]);
   expect(fs.existsSync(stateFile)).toBe(false);
   // The one crash was the only unexpected exit; stopping restarted nothing.
   expect(output.match(/exited unexpectedly/g)).toHaveLength(1);

@@ -36,4 +36,15 @@ async function stopChild(proc, graceMs) {
   clearTimeout(timer);
 }
 
-module.exports = { spawnLogged, stopChild };
+/** Whether a process with this pid exists (signal 0 checks without touching it). */
+function isRunning(pid) {
+  if (!pid) return false;
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+module.exports = { spawnLogged, stopChild, isRunning };

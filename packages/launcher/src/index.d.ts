@@ -27,6 +27,8 @@ export function adminEntities(): string[];
 
 /** A free TCP port on 127.0.0.1, below the kernel's ephemeral range, never the same twice per process. */
 export function freePort(): Promise<number>;
+/** Whether a process with this pid exists. */
+export function isRunning(pid: number | null | undefined): boolean;
 /** Whether something accepts connections on 127.0.0.1:<port>. */
 export function accepting(port: number): Promise<boolean>;
 

@@ -3,6 +3,7 @@
 // that start everything run before anything is compiled; types are in index.d.ts.
 const { startFleet, restartDelay, DEFAULT_BACKOFF } = require('./fleet');
 const { freePort, accepting } = require('./ports');
+const { isRunning } = require('./child');
 const { startNatsServer } = require('./nats');
 const { startDynsecBroker, loadOrCreateAdminPassword } = require('./mosquitto');
 const { startRabbitMqttBroker } = require('./rabbitmq');
@@ -13,6 +14,7 @@ module.exports = {
   restartDelay,
   DEFAULT_BACKOFF,
   freePort,
+  isRunning,
   accepting,
   startNatsServer,
   startDynsecBroker,

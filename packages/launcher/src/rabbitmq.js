@@ -15,7 +15,7 @@
 //   log/             the node's log (<node>.log) and the start script's output (startup.log)
 // Only epmd (4369) is shared with the system node, which is what epmd is for.
 const { execFile } = require('node:child_process');
-const { spawnLogged } = require('./child');
+const { isRunning, spawnLogged } = require('./child');
 const crypto = require('node:crypto');
 const fs = require('node:fs');
 const net = require('node:net');
@@ -166,15 +166,6 @@ function connackCode(port, timeoutMs = 3000) {
   });
 }
 
-function isRunning(pid) {
-  if (!pid) return false;
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch {
-    return false;
-  }
-}
 
 /** The Erlang VM's pid, from the pid file the node writes as it boots. */
 function readPid(pidFile) {

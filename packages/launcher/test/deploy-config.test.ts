@@ -360,6 +360,20 @@ function k8sReplicas({ workload, manifests }: Workload): number {
 
 // ---------------------------------------------------------------------------------------
 
+
+/** device-registry's hook and mqtt-bridge, given the env each gets: same broker mode, roots and URL, and in hook mode the bridge's login is the hook's platform identity. */
+function expectBrokerPairing(registryEnv: Env, bridgeEnv: Env): void {
+  const registry = readWith('device-registry', registryEnv).config ?? {};
+  const bridge = readWith('mqtt-bridge', bridgeEnv).config ?? {};
+  const identity = (configOf('device-registry').module.platformIdentity as (c: unknown) => { username: string; password: string })(registry);
+  expect({ mode: registry.BROKER_CREDENTIALS, light: registry.LIGHT_TOPIC_ROOT, meter: registry.METER_TOPIC_ROOT, url: registry.MQTT_URL }).toEqual({
+    mode: bridge.BROKER_AUTH,
+    light: bridge.LIGHT_TOPIC_ROOT,
+    meter: bridge.METER_TOPIC_ROOT,
+    url: bridge.MQTT_URL,
+  });
+  if (registry.BROKER_CREDENTIALS === 'hook') expect(identity).toEqual({ username: bridge.MQTT_ADMIN_USERNAME, password: bridge.MQTT_ADMIN_PASSWORD });
+}
 describe('deployment files against the services', () => {
   it('deploy only services whose code exists (each with a config.ts and one read…Config)', () => {
     const present = presentServices();
@@ -419,16 +433,7 @@ describe.each(COMPOSE_VARIANTS)('docker-compose.yml (compose variables: %s)', (_
   });
 
   it('device-registry hook knows the identity mqtt-bridge logs in with, in the same broker mode, with the same topic roots', () => {
-    const registry = readWith('device-registry', composeEnv('device-registry', vars)).config ?? {};
-    const bridge = readWith('mqtt-bridge', composeEnv('mqtt-bridge', vars)).config ?? {};
-    const identity = (configOf('device-registry').module.platformIdentity as (c: unknown) => { username: string; password: string })(registry);
-    expect({ mode: registry.BROKER_CREDENTIALS, light: registry.LIGHT_TOPIC_ROOT, meter: registry.METER_TOPIC_ROOT, url: registry.MQTT_URL }).toEqual({
-      mode: bridge.BROKER_AUTH,
-      light: bridge.LIGHT_TOPIC_ROOT,
-      meter: bridge.METER_TOPIC_ROOT,
-      url: bridge.MQTT_URL,
-    });
-    if (registry.BROKER_CREDENTIALS === 'hook') expect(identity).toEqual({ username: bridge.MQTT_ADMIN_USERNAME, password: bridge.MQTT_ADMIN_PASSWORD });
+    expectBrokerPairing(composeEnv('device-registry', vars), composeEnv('mqtt-bridge', vars));
   });
 });
 
@@ -490,15 +495,6 @@ describe('deploy/k8s', () => {
   });
 
   it('device-registry hook knows the identity mqtt-bridge logs in with, in the same broker mode, with the same topic roots', () => {
-    const registry = readWith('device-registry', k8sEnv('device-registry').env).config ?? {};
-    const bridge = readWith('mqtt-bridge', k8sEnv('mqtt-bridge').env).config ?? {};
-    const identity = (configOf('device-registry').module.platformIdentity as (c: unknown) => { username: string; password: string })(registry);
-    expect({ mode: registry.BROKER_CREDENTIALS, light: registry.LIGHT_TOPIC_ROOT, meter: registry.METER_TOPIC_ROOT, url: registry.MQTT_URL }).toEqual({
-      mode: bridge.BROKER_AUTH,
-      light: bridge.LIGHT_TOPIC_ROOT,
-      meter: bridge.METER_TOPIC_ROOT,
-      url: bridge.MQTT_URL,
-    });
-    if (registry.BROKER_CREDENTIALS === 'hook') expect(identity).toEqual({ username: bridge.MQTT_ADMIN_USERNAME, password: bridge.MQTT_ADMIN_PASSWORD });
+    expectBrokerPairing(k8sEnv('device-registry').env, k8sEnv('mqtt-bridge').env);
   });
 });

@@ -12,7 +12,7 @@ import type { AddressInfo } from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import type { IClientOptions, IPublishPacket, MqttClient } from 'mqtt';
-import { ROOT, startRabbitMqttBroker, type RabbitMqttBroker } from '@fleet/launcher';
+import { isRunning, ROOT, startRabbitMqttBroker, type RabbitMqttBroker } from '@fleet/launcher';
 
 // The MQTT client the workspace uses (a dependency of the device protocol package, not of the launcher).
 const mqtt = require(require.resolve('mqtt', { paths: [path.join(ROOT, 'packages', 'device-protocol')] })) as typeof import('mqtt');
@@ -30,15 +30,6 @@ afterAll(async () => {
 });
 
 const delay = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
-
-function alive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch {
-    return false;
-  }
-}
 
 async function start(options: { name: string; hookBaseUrl?: string }): Promise<RabbitMqttBroker> {
   const began = Date.now();
@@ -169,7 +160,7 @@ describe('startRabbitMqttBroker without a hook (anonymous, the benchmarks\' base
     const began = Date.now();
     await broker.stop();
     console.log(`RabbitMQ node ${broker.nodeName} stopped in ${Date.now() - began} ms`);
-    expect(alive(pid)).toBe(false);
+    expect(isRunning(pid)).toBe(false);
     expect(broker.pid).toBeUndefined();
     await expect(broker.rabbitmqctl('status')).rejects.toThrow();
   });
@@ -309,7 +300,7 @@ describe('startRabbitMqttBroker with an HTTP hook', () => {
     const began = Date.now();
     await broker.restart();
     console.log(`RabbitMQ node ${broker.nodeName} restarted in ${Date.now() - began} ms`);
-    expect(alive(before)).toBe(false);
+    expect(isRunning(before)).toBe(false);
     expect(broker.pid).toBeGreaterThan(0);
     expect(broker.pid).not.toBe(before);
     const subscriber = await connect(broker, { clientId: 'dev1-sub-2', ...device });
@@ -323,7 +314,7 @@ describe('startRabbitMqttBroker with an HTTP hook', () => {
   it('stop() leaves no process behind', async () => {
     const pid = broker.pid!;
     await broker.stop();
-    expect(alive(pid)).toBe(false);
+    expect(isRunning(pid)).toBe(false);
     await expect(broker.rabbitmqctl('status')).rejects.toThrow();
   });
 });

@@ -44,24 +44,27 @@ export function createApp(deps: PipelineDeps, options: AppOptions): express.Expr
 
 const newRequestId = (): string => `req_${randomUUID().replace(/-/g, '')}`;
 
-/** X-Request-Id and Cache-Control on every response; one access log line per request. */
+/**
+ * X-Request-Id and Cache-Control on every response; the request's trace (the partner's when it
+ * sent a valid traceparent, else a new one), under which every service it reaches logs and
+ * spans are exported when OTLP is configured; its metrics and one access log line.
+ * FLEET_TELEMETRY=off leaves out the trace and the metrics (the benchmarks' comparison).
+ */
 function conventions(logger: Logger) {
   return (req: Request, res: Response, next: NextFunction): void => {
     const requestId = newRequestId();
     res.locals.requestId = requestId;
     res.setHeader('X-Request-Id', requestId);
     res.setHeader('Cache-Control', 'no-store');
-    // The partner's trace when it sent a valid traceparent, else a new one: every service the
-    // request reaches logs under its trace_id, and spans are exported when OTLP is configured.
-    if (!telemetryOn) return plainConventions(logger, req, res, next, requestId);
-    const hop = startHop('gateway request', 'server', parseTraceparent(req.headers.traceparent as string | undefined));
+    const hop = telemetryOn ? startHop('gateway request', 'server', parseTraceparent(req.headers.traceparent as string | undefined)) : undefined;
+    if (!hop && !logger.isLevelEnabled('info')) return next();
     const started = performance.now();
     // One listener for the answer: its metrics, its span (when exported) and its access line.
     res.on('finish', () => {
       const route = (res.locals.routeTemplate as string | undefined) ?? (req.route as { path?: string } | undefined)?.path ?? 'unmatched';
       const ms = performance.now() - started;
-      countAnswer(route, req.method, res.statusCode, ms / 1000);
-      if (hop.recording) {
+      if (hop) countAnswer(route, req.method, res.statusCode, ms / 1000);
+      if (hop?.recording) {
         hop.end({
           name: `${req.method} ${route}`,
           attributes: { 'http.request.method': req.method, 'http.route': route, 'http.response.status_code': res.statusCode },
@@ -70,23 +73,13 @@ function conventions(logger: Logger) {
       }
       if (!logger.isLevelEnabled('info')) return;
       logger.info(
-        { request_id: requestId, trace_id: hop.context.traceId, method: req.method, path: req.path, status: res.statusCode, ms: Math.round(ms * 10) / 10, key_prefix: res.locals.keyPrefix },
+        { request_id: requestId, trace_id: hop?.context.traceId, method: req.method, path: req.path, status: res.statusCode, ms: Math.round(ms * 10) / 10, key_prefix: res.locals.keyPrefix },
         'request',
       );
     });
-    withWork({ trace: hop.context, requestId }, next);
+    if (hop) withWork({ trace: hop.context, requestId }, next);
+    else next();
   };
-}
-
-/** The access line alone, with telemetry off (FLEET_TELEMETRY=off: the benchmarks' comparison). */
-function plainConventions(logger: Logger, req: Request, res: Response, next: NextFunction, requestId: string): void {
-  if (!logger.isLevelEnabled('info')) return next();
-  const started = process.hrtime.bigint();
-  res.on('finish', () => {
-    const ms = Number(process.hrtime.bigint() - started) / 1e6;
-    logger.info({ request_id: requestId, method: req.method, path: req.path, status: res.statusCode, ms: Math.round(ms * 10) / 10, key_prefix: res.locals.keyPrefix }, 'request');
-  });
-  next();
 }
 
 /** In production plain HTTP is refused unless a trusted proxy says the client used HTTPS. */
