@@ -99,6 +99,11 @@ async function main() {
     path.join(outDir, 'system-registry.ts'),
     `/* Generated from proto-schemas/system/registry.json. Do not edit. */\nexport const systemRegistry = ${JSON.stringify(systemRegistry, null, 2)} as const;\n`,
   );
+  const partnerEventTypes = JSON.parse(fs.readFileSync(path.join(schemaRoot, 'events', 'partner-event-types.json'), 'utf8'));
+  fs.writeFileSync(
+    path.join(outDir, 'partner-event-types.ts'),
+    `/* Generated from proto-schemas/events/partner-event-types.json. Do not edit. */\nexport const partnerEventTypes = ${JSON.stringify(partnerEventTypes.types, null, 2)} as const;\n`,
+  );
 }
 
 main().catch((err) => {

@@ -4,3 +4,4 @@ export * from './generated/subject-types';
 export * from './validators';
 export { PERMISSIONS, CHANNELS } from './catalog';
 export * from './system';
+export * from './partner-events';

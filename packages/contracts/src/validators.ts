@@ -35,6 +35,16 @@ export function validatorFor(name: string): ValidateFunction {
   return validate;
 }
 
+/** The validator of a schema kept outside the bundle (a catalog's inline schema), compiled once per key. */
+export function validatorOfSchema(key: string, schema: Record<string, unknown>): ValidateFunction {
+  let validate = compiled.get(key);
+  if (!validate) {
+    validate = ajv.compile(schema);
+    compiled.set(key, validate);
+  }
+  return validate;
+}
+
 export function describeErrors(errors: ErrorObject[] | null | undefined): string {
   if (!errors || errors.length === 0) return 'invalid';
   return errors.map((e) => `${e.instancePath || '/'} ${e.message ?? 'is invalid'}`).join('; ');

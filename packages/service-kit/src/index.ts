@@ -14,3 +14,5 @@ export * from './poison-isolation';
 export * from './chunk-reclaimer';
 export * from './streams';
 export * from './durable-events';
+export * from './outbox';
+export * from './outbox-relay';

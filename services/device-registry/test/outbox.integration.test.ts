@@ -134,7 +134,7 @@ it('keeps events in the outbox while NATS is out of reach, then publishes them i
   proxy.restore();
   await waitFor(async () => (await outboxCount()) === 0, { timeoutMs: 15_000, what: 'the outbox to empty' });
   expect(await eventsAfter(before)).toEqual(waiting.map((e) => ({ subject: e.subject, payload: e.payload, msgId: e.msgId })));
-  expect(recoveries.mock.calls.filter(([, message]) => message === 'relaying registry events again')).toHaveLength(1);
+  expect(recoveries.mock.calls.filter(([, message]) => message === 'relaying outbox events again')).toHaveLength(1);
 }, 40_000);
 
 it('leaves no event of a change rolled back after its event was written, and publishes nothing for it', async () => {
