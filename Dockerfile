@@ -3,7 +3,7 @@
 # One image per service, all from this file:
 #   docker build --build-arg SERVICE=gateway -t fleet/gateway .
 # SERVICE is one of: gateway, device-registry, light-command, config-alerting, meter,
-# system-files, mqtt-bridge (the folder under services/, package @fleet/<SERVICE>).
+# system-files, mqtt-bridge, events (the folder under services/, package @fleet/<SERVICE>).
 # See docs/deployment.md.
 
 ARG NODE_IMAGE=node:24-bookworm-slim
@@ -19,8 +19,8 @@ ARG PNPM_VERSION
 
 # Fail early, with a readable message, on a missing or misspelt service name.
 RUN case "${SERVICE}" in \
-      gateway|device-registry|light-command|config-alerting|meter|system-files|mqtt-bridge) ;; \
-      *) echo "build with --build-arg SERVICE=<gateway|device-registry|light-command|config-alerting|meter|system-files|mqtt-bridge> (got '${SERVICE}')" >&2; exit 1 ;; \
+      gateway|device-registry|light-command|config-alerting|meter|system-files|mqtt-bridge|events) ;; \
+      *) echo "build with --build-arg SERVICE=<gateway|device-registry|light-command|config-alerting|meter|system-files|mqtt-bridge|events> (got '${SERVICE}')" >&2; exit 1 ;; \
     esac
 
 # pnpm from the npm registry at the version package.json pins (no corepack).

@@ -483,6 +483,14 @@ async function startFleet(options = {}) {
                   FILES_URL_SECRET: env.FILES_URL_SECRET ?? loadOrCreateSecret(dataDir, 'files-url-secret'),
                 }
               : {}),
+            // The local fleet lets partners try webhooks against a receiver on the same machine.
+            ...(name === 'events'
+              ? {
+                  EVENTS_STREAM_PORT: env.EVENTS_STREAM_PORT ?? '0',
+                  WEBHOOK_LOCAL_RECEIVERS: env.WEBHOOK_LOCAL_RECEIVERS ?? 'true',
+                  WEBHOOK_SECRETS_KEY: env.WEBHOOK_SECRETS_KEY ?? loadOrCreateSecret(dataDir, 'webhook-secrets-key'),
+                }
+              : {}),
           },
           child: null,
           state: 'starting',

@@ -22,6 +22,7 @@ const SERVICE_LIST = [
   { name: 'meter', database: true, admin: ['meter'] },
   { name: 'system-files', database: true, admin: [] },
   { name: 'mqtt-bridge', database: false, admin: [] },
+  { name: 'events', database: true, admin: [] },
   { name: 'gateway', database: true, admin: ['partner', 'key'] },
 ];
 

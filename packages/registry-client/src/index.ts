@@ -78,6 +78,14 @@ export class RegistryClient implements ConnectivityReader, SettingSealer, ScopeR
     return found;
   }
 
+  /** Each known node's path from its root to itself (root first); unknown ids left out. At most LOOKUP_MAX ids. */
+  async orgPaths(call: CallFor, orgNodeIds: number[]): Promise<Map<number, number[]>> {
+    const ids = [...new Set(orgNodeIds)];
+    if (ids.length === 0) return new Map();
+    const reply = await this.call('registry.org.paths', call, { body: { org_node_ids: ids.slice(0, LOOKUP_MAX) as [number, ...number[]] } });
+    return new Map(this.required('registry.org.paths', reply).paths.map((p) => [p.org_node_id, p.path]));
+  }
+
   /** The device as the partner may see it; out of scope and nonexistent are the same 404. */
   async resolveScope(call: CallFor, principal: Principal, deviceId: string): Promise<DeviceSummary> {
     try {

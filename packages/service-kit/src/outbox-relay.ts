@@ -91,6 +91,12 @@ export class OutboxRelay {
     return Promise.race([relayed, gaveUp]).finally(() => clearTimeout(timer));
   }
 
+  /** Events just committed in this process: the relay publishes them now instead of at its next poll, without waiting. */
+  nudge(): void {
+    this.woken = true;
+    this.interruptPause?.(false);
+  }
+
   private settle(waiters: Array<() => void>): void {
     for (const resolve of waiters) resolve();
   }

@@ -1,7 +1,7 @@
 /**
  * A stand-in for device-registry's calls from other services (through @fleet/registry-client)
  * in tests of those services. It serves registry.device.connectivity, registry.device.lookup,
- * registry.settings.seal and registry.scope.resolve on the test's NATS connection (under a subject prefix if the test
+ * registry.org.paths, registry.settings.seal and registry.scope.resolve on the test's NATS connection (under a subject prefix if the test
  * isolates itself with one), checks every body against proto-schemas as the real registry's bus
  * does, and answers from what the test set: a device it was not told of is 404, as the registry
  * answers it.
@@ -30,6 +30,8 @@ export class RegistryStandIn {
   readonly devices = new Map<string, DeviceSummary>();
   /** What registry.device.lookup answers, by device id; others are left out, as unknown devices are. */
   readonly described = new Map<string, RegistryDeviceLookupReply['devices'][number]>();
+  /** What registry.org.paths answers: each node's path from its root (root first); others are left out. */
+  readonly orgPaths = new Map<number, number[]>();
   /** Settings keys by device id: a device here seals (with a recognisable, not real, envelope); others are 409 encryption_unavailable. */
   readonly sealing = new Set<string>();
   /** Every request taken, in order, with its subject. */
@@ -53,6 +55,10 @@ export class RegistryStandIn {
     serve('registry.device.lookup', (req) => {
       const ids = [...new Set((req.body as { device_ids: string[] }).device_ids)].sort();
       return { ok: true, status: 200, body: { devices: ids.flatMap((id) => (this.described.has(id) ? [{ ...this.described.get(id)! }] : [])) } };
+    });
+    serve('registry.org.paths', (req) => {
+      const ids = (req.body as { org_node_ids: number[] }).org_node_ids;
+      return { ok: true, status: 200, body: { paths: ids.flatMap((id) => (this.orgPaths.has(id) ? [{ org_node_id: id, path: [...this.orgPaths.get(id)!] }] : [])) } };
     });
     serve('registry.scope.resolve', (req) => {
       const device = this.devices.get(req.params.device_id ?? '');
@@ -80,6 +86,7 @@ export class RegistryStandIn {
     this.connectivity.clear();
     this.devices.clear();
     this.described.clear();
+    this.orgPaths.clear();
     this.sealing.clear();
     this.requests.length = 0;
     this.mode = 'ok';

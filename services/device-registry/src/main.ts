@@ -65,6 +65,7 @@ async function main(): Promise<void> {
     db,
     { stream: config.CONNECTIVITY_STREAM, durable: config.CONNECTIVITY_CONSUMER, subject: config.CONNECTIVITY_SUBJECT },
     logger.child({ component: 'connectivity' }),
+    relay,
   );
   const telemetry = telemetryConsumer(
     bus.connection,
@@ -77,7 +78,10 @@ async function main(): Promise<void> {
     config.CONNECTIVITY_SWEEP_INTERVAL_SECONDS * 1000,
     async () => {
       const ids = await disconnectSilent(db, config.CONNECTIVITY_SILENCE_SECONDS);
-      if (ids.length > 0) logger.info({ count: ids.length }, 'disconnected silent devices');
+      if (ids.length > 0) {
+        logger.info({ count: ids.length }, 'disconnected silent devices');
+        relay.nudge();
+      }
     },
     logger,
   );

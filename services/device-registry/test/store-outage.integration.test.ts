@@ -57,6 +57,7 @@ const requests = (): Array<{ subject: RegistrySubject; envelope: RequestEnvelope
     'registry.org.tree': envelope({}),
     'registry.device.connectivity': envelope({ principal: undefined, body: { device_id: deviceId } }),
     'registry.device.lookup': envelope({ principal: undefined, body: { device_ids: [deviceId] } }),
+    'registry.org.paths': envelope({ principal: undefined, body: { org_node_ids: [1] } }),
     'registry.settings.seal': envelope({ principal: undefined, body: { device_id: deviceId, key: 'wifiPass', value: 'x' } }),
   };
   return (Object.keys(bySubject) as RegistrySubject[]).map((subject) => ({ subject, envelope: bySubject[subject] }));

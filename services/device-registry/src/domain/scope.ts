@@ -42,6 +42,18 @@ export function nodeInScope(nodes: readonly OrgNodeRow[], scope: Scope, nodeId: 
   return subtreeIds(nodes, scope.grants).has(nodeId);
 }
 
+/** Each known node's path from its root to itself (unknown ids left out; a cycle stops the walk). */
+export function orgPaths(nodes: readonly OrgNodeRow[], ids: readonly number[]): Array<{ org_node_id: number; path: number[] }> {
+  const parentOf = new Map(nodes.map((n) => [n.id, n.parentId]));
+  return ids
+    .filter((id) => parentOf.has(id))
+    .map((id) => {
+      const path: number[] = [];
+      for (let at: number | null | undefined = id; at !== null && at !== undefined && !path.includes(at); at = parentOf.get(at)) path.push(at);
+      return { org_node_id: id, path: path.reverse() };
+    });
+}
+
 /**
  * GET /v1/org-tree: the whole tree with access-all; otherwise the granted subtrees as a forest,
  * where a node whose parent is outside the scope shows parent_id null. Ordered by id.

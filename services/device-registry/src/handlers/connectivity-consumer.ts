@@ -1,7 +1,7 @@
 import type { NatsConnection } from 'nats';
 import { DurablePullConsumer, type Logger } from '@fleet/service-kit';
 import { parseBatch, summarizeBatch } from '../domain/connectivity';
-import { applyConnectivityEffects } from '../store/connectivity';
+import { applyConnectivityEffects, recordConnectivityEvents } from '../store/connectivity';
 import type { RegistryDb } from '../store/prisma';
 
 export interface ConnectivityConsumerOptions {
@@ -12,9 +12,10 @@ export interface ConnectivityConsumerOptions {
 
 /**
  * Consumes the bridge's connectivity batches (DEVICE_EVENTS, durable `registry-connectivity`
- * shared by all replicas): each batch is applied in one transaction, then acked.
+ * shared by all replicas): each batch is applied in one transaction with the partner events of
+ * the status changes it made, then acked; the outbox relay is nudged to publish them now.
  */
-export function connectivityConsumer(nc: NatsConnection, db: RegistryDb, options: ConnectivityConsumerOptions, logger: Logger): DurablePullConsumer {
+export function connectivityConsumer(nc: NatsConnection, db: RegistryDb, options: ConnectivityConsumerOptions, logger: Logger, outbox?: { nudge(): void }): DurablePullConsumer {
   return new DurablePullConsumer(nc, {
     stream: options.stream,
     durable: options.durable,
@@ -33,9 +34,13 @@ export function connectivityConsumer(nc: NatsConnection, db: RegistryDb, options
         const { events, rejected } = parseBatch(payload);
         if (rejected > 0) logger.warn({ seq: m.seq, rejected }, 'dropped malformed connectivity events');
         const effects = summarizeBatch(events);
-        await db.$transaction(async (tx) => {
-          await applyConnectivityEffects(tx, effects);
+        const changed = await db.$transaction(async (tx) => {
+          const transitions = await applyConnectivityEffects(tx, effects);
+          // The partners' device.connected / device.disconnected, committed with the status.
+          await recordConnectivityEvents(tx, transitions);
+          return transitions.length;
         });
+        if (changed > 0) outbox?.nudge();
       }
     },
   });

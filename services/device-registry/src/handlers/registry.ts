@@ -1,4 +1,4 @@
-import { subjectsOf, type DeviceChangedEvent, type Principal, type RequestEnvelope, type SubjectsOf } from '@fleet/contracts';
+import { subjectsOf, type DeviceChangedEvent, type PartnerEventFields, type PartnerEventType, type Principal, type RequestEnvelope, type SubjectsOf } from '@fleet/contracts';
 import { transactionBy, type CommitWindow } from '@fleet/db';
 import {
   ConflictError,
@@ -6,6 +6,7 @@ import {
   ServiceUnavailableError,
   ValidationError,
   isDeadlineExceeded,
+  recordPartnerEvent,
   type Bus,
   type Logger,
   type ServiceHandlers,
@@ -22,7 +23,7 @@ import {
   type DeviceRecord,
 } from '../domain/device-view';
 import { isDeviceId, isProduct, NAME_MAX, nameLength } from '../domain/products';
-import { orgForest, resolveMoveTarget, scopeOf } from '../domain/scope';
+import { orgForest, orgPaths, resolveMoveTarget, scopeOf } from '../domain/scope';
 import {
   deleteDevice,
   describeDevices,
@@ -106,11 +107,19 @@ export function registryHandlers(deps: RegistryDeps): ServiceHandlers<RegistrySu
    * `apply` found no device. The event is written after `apply`, which locks the device's row,
    * so a device's events get outbox ids (the publishing order) in the order of their commits.
    */
-  async function changeDevice(window: CommitWindow, deviceId: string, change: DeviceChangedEvent['change'], apply: (tx: RegistryTx) => Promise<boolean>): Promise<boolean> {
+  async function changeDevice(
+    window: CommitWindow,
+    deviceId: string,
+    change: DeviceChangedEvent['change'],
+    apply: (tx: RegistryTx) => Promise<boolean>,
+    partnerEvent?: { type: PartnerEventType } & Omit<PartnerEventFields, 'deviceId'>,
+  ): Promise<boolean> {
     const applied = await transactionBy(db, window, async (tx) => {
       if (!(await apply(tx))) return false;
       // `at` is the change's time, not the publish's: consumers forget only what predates a removal.
-      await recordEvent(tx, 'evt.registry.device.changed.v1', { device_id: deviceId, change, at: now().toISOString() });
+      const at = now();
+      await recordEvent(tx, 'evt.registry.device.changed.v1', { device_id: deviceId, change, at: at.toISOString() });
+      if (partnerEvent) await recordPartnerEvent(tx, partnerEvent.type, { ...partnerEvent, deviceId, occurredAt: at });
       return true;
     });
     if (applied) await relay?.wake(relayWaitMs(window));
@@ -159,7 +168,11 @@ export function registryHandlers(deps: RegistryDeps): ServiceHandlers<RegistrySu
       await broker.removeCredential({ requestId: req.request_id, deadline: ctx.deadline }, device.deviceId);
       try {
         // False when a removal racing this one deleted the device first (and announced it): 204 all the same.
-        await changeDevice(ctx, device.deviceId, 'removed', (tx) => deleteDevice(tx, device.deviceId));
+        await changeDevice(ctx, device.deviceId, 'removed', (tx) => deleteDevice(tx, device.deviceId), {
+          type: 'device.removed',
+          data: { product: device.product, org_node_id: device.orgNodeId },
+          orgNodeIds: [device.orgNodeId],
+        });
       } catch (err) {
         if (!isDeadlineExceeded(err)) throw err;
         throw new ServiceUnavailableError('The removal ran out of time; the device record is kept and its broker credential is cut. Retry the removal.');
@@ -204,7 +217,11 @@ export function registryHandlers(deps: RegistryDeps): ServiceHandlers<RegistrySu
         throw new ValidationError("invalid 'org_node_id': must be an integer or null");
       }
       const nodeId = resolveMoveTarget(await allOrgNodes(db), scopeOf(req.principal), target);
-      if (!(await changeDevice(ctx, device.deviceId, 'moved', (tx) => moveDevice(tx, device.deviceId, nodeId)))) throw new NotFoundError('Device not found.');
+      if (!(await changeDevice(ctx, device.deviceId, 'moved', (tx) => moveDevice(tx, device.deviceId, nodeId), {
+          type: 'device.moved',
+          data: { from_org_node_id: device.orgNodeId, to_org_node_id: nodeId },
+          orgNodeIds: [device.orgNodeId, nodeId],
+        }))) throw new NotFoundError('Device not found.');
       return { status: 204 };
     },
 
@@ -227,6 +244,7 @@ export function registryHandlers(deps: RegistryDeps): ServiceHandlers<RegistrySu
       return { body: connectivityOf(deps.recent ? await deps.recent.whenConnected(device, waitMs) : device) };
     },
     'registry.device.lookup': async ({ body }) => ({ body: { devices: await describeDevices(db, [...new Set(body.device_ids)]) } }),
+    'registry.org.paths': async ({ body }) => ({ body: { paths: orgPaths(await allOrgNodes(db), body.org_node_ids) } }),
     'registry.settings.seal': async ({ body }) => {
       const { device_id: deviceId, key, value } = body;
       const device = await findDevice(db, deviceId);

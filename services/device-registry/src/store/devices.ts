@@ -114,7 +114,7 @@ export async function insertDevice(tx: RegistryTx, d: NewDevice): Promise<void> 
  * round trip is a measurable share of the registry's CPU. `guard`: statementBy's commit-deadline
  * CTE, when the statement commits on its own.
  */
-export async function insertDeviceWithEvent(db: RegistryTx, d: NewDevice, event: { subject: string; payload: unknown }, guard?: string): Promise<boolean> {
+export async function insertDeviceWithEvents(db: RegistryTx, d: NewDevice, events: Array<{ subject: string; payload: unknown }>, guard?: string): Promise<boolean> {
   const [row] = await db.$queryRawUnsafe<Array<{ inserted: number }>>(
     `WITH ${guard ? `${guard},` : ''}
     locked AS MATERIALIZED (SELECT pg_advisory_xact_lock(hashtext($1))),
@@ -123,7 +123,10 @@ export async function insertDeviceWithEvent(db: RegistryTx, d: NewDevice, event:
       SELECT $2, $3, $4, $5, $6, $7, $8, 'disconnected' FROM locked
       ON CONFLICT (device_id) DO NOTHING
       RETURNING device_id),
-    event AS (INSERT INTO outbox_events (subject, payload) SELECT $9, $10::jsonb FROM device RETURNING id)
+    event AS (
+      INSERT INTO outbox_events (subject, payload)
+      SELECT e.s, e.p::jsonb FROM device, unnest($9::text[], $10::text[]) WITH ORDINALITY AS e(s, p, n) ORDER BY e.n
+      RETURNING id)
     SELECT (SELECT count(*) FROM device)::int AS inserted`,
     `device:${d.deviceId}`,
     d.deviceId,
@@ -133,8 +136,8 @@ export async function insertDeviceWithEvent(db: RegistryTx, d: NewDevice, event:
     d.credentialSource,
     d.settingsKeyCiphertext,
     d.brokerPasswordHash,
-    event.subject,
-    JSON.stringify(event.payload),
+    events.map((e) => e.subject),
+    events.map((e) => JSON.stringify(e.payload)),
   );
   return row?.inserted === 1;
 }

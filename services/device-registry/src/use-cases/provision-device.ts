@@ -16,12 +16,12 @@
 import type { Principal } from '@fleet/contracts';
 import { statementBy, transactionBy, type CommitWindow } from '@fleet/db';
 import type { BrokerCredentials } from '@fleet/bridge-client';
-import { ApiError, ConflictError, ServiceUnavailableError, isDeadlineExceeded, type HandlerResult, type Logger } from '@fleet/service-kit';
+import { ApiError, ConflictError, ServiceUnavailableError, isDeadlineExceeded, partnerOutboxEntry, type HandlerResult, type Logger } from '@fleet/service-kit';
 import { hashBrokerPassword } from '../domain/broker-password';
 import { deriveBrokerPassword, deriveSettingsKey, encryptSettingsKey, generateRootSecret } from '../domain/crypto';
 import { CREDENTIAL_FORMAT, parseProvisionBody, placeDevice, type ProvisionRequest } from '../domain/provision';
 import { scopeOf, subtreeIds } from '../domain/scope';
-import { insertDeviceWithEvent, lockDeviceId, type NewDevice } from '../store/devices';
+import { insertDeviceWithEvents, lockDeviceId, type NewDevice } from '../store/devices';
 import { allOrgNodes, orgNodesNamed } from '../store/orgs';
 import { outboxPayload } from '../store/outbox';
 import type { RegistryDb } from '../store/prisma';
@@ -88,7 +88,7 @@ export async function provisionDevice(deps: ProvisionDeps, plan: ProvisionPlan, 
       call.window,
       async (tx) => {
         // The record and its `provisioned` event, under the id's lock; nothing when the id is taken.
-        const inserted = await insertDeviceWithEvent(tx, newDevice(plan), provisionedEvent(deps, plan));
+        const inserted = await insertDeviceWithEvents(tx, newDevice(plan), provisionedEvents(deps, plan));
         if (!inserted) throw new ConflictError(`Device id ${request.deviceId} is already in use.`, 'conflict');
         // Step 1. From here the broker may hold the credential even when the call fails or times out.
         credentialSet = true;
@@ -112,7 +112,7 @@ export async function provisionDevice(deps: ProvisionDeps, plan: ProvisionPlan, 
 
 /** Where the broker asks the hook: the record (its hash the credential) and its event in one statement, only until the deadline. */
 async function insertRecordAlone(deps: ProvisionDeps, plan: ProvisionPlan, call: ProvisionCall): Promise<void> {
-  const inserted = await statementBy(deps.db, call.window, (guard) => insertDeviceWithEvent(deps.db, newDevice(plan), provisionedEvent(deps, plan), guard));
+  const inserted = await statementBy(deps.db, call.window, (guard) => insertDeviceWithEvents(deps.db, newDevice(plan), provisionedEvents(deps, plan), guard));
   if (!inserted) throw new ConflictError(`Device id ${plan.request.deviceId} is already in use.`, 'conflict');
 }
 
@@ -129,8 +129,15 @@ function newDevice(plan: ProvisionPlan): NewDevice {
   };
 }
 
-const provisionedEvent = (deps: ProvisionDeps, plan: ProvisionPlan) =>
-  outboxPayload('evt.registry.device.changed.v1', { device_id: plan.request.deviceId, change: 'provisioned', at: deps.now().toISOString() });
+/** The registry's own event and the partners' device.provisioned, stored with the record. */
+function provisionedEvents(deps: ProvisionDeps, plan: ProvisionPlan): Array<{ subject: string; payload: unknown }> {
+  const at = deps.now();
+  const { deviceId, product, name } = plan.request;
+  return [
+    outboxPayload('evt.registry.device.changed.v1', { device_id: deviceId, change: 'provisioned', at: at.toISOString() }),
+    partnerOutboxEntry('device.provisioned', { deviceId, occurredAt: at, data: { product, name: name ?? null, org_node_id: plan.orgNodeId }, orgNodeIds: [plan.orgNodeId] }),
+  ];
+}
 
 /** The 201 answer: the generated root secret is shown here and never again. */
 export function provisionedAnswer(plan: ProvisionPlan): HandlerResult {

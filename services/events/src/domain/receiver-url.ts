@@ -1,0 +1,38 @@
+/**
+ * Where deliveries may go (the SSRF guard): a webhook never reaches the platform's own network.
+ * An endpoint's URL must be https (http only for local receivers), carry no credentials, and
+ * every address its host resolves to must be public unicast (ipaddr.js classifies ranges, the
+ * IANA special-purpose registry included); the same check runs on the address each delivery
+ * connects to, so a name that later resolves inward (DNS rebinding) is refused at send time.
+ */
+import ipaddr from 'ipaddr.js';
+
+export interface ReceiverPolicy {
+  /** Loopback, private and link-local receivers and plain http are allowed (the local fleet only). */
+  local: boolean;
+}
+
+/** The problem with a receiver URL's form, or undefined when the form is fine (addresses are checked apart). */
+export function receiverUrlProblem(text: string, policy: ReceiverPolicy): string | undefined {
+  let url: URL;
+  try {
+    url = new URL(text);
+  } catch {
+    return 'url must be an absolute URL';
+  }
+  if (url.protocol !== 'https:' && !(policy.local && url.protocol === 'http:')) return policy.local ? 'url must be http or https' : 'url must be https';
+  if (url.username || url.password) return 'url must not carry credentials';
+  if (url.hash) return 'url must not have a fragment';
+  if (!url.hostname) return 'url must name a host';
+  return undefined;
+}
+
+/** Whether a receiver may be at this address: public unicast only, unless the policy allows local receivers. */
+export function addressAllowed(address: string, policy: ReceiverPolicy): boolean {
+  if (!ipaddr.isValid(address)) return false;
+  let parsed = ipaddr.parse(address);
+  // An IPv4 address written as IPv6 (::ffff:10.0.0.1) is judged as the IPv4 address it is.
+  if (parsed.kind() === 'ipv6' && (parsed as ipaddr.IPv6).isIPv4MappedAddress()) parsed = (parsed as ipaddr.IPv6).toIPv4Address();
+  if (policy.local) return true;
+  return parsed.range() === 'unicast';
+}

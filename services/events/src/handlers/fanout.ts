@@ -1,0 +1,87 @@
+/**
+ * The fan-out: reads PARTNER_EVENTS (durable consumer shared by every replica) and turns each
+ * event into one delivery per endpoint that should get it: enabled, subscribed to the type, of
+ * a partner whose permissions allow the type and whose scope held the device when it happened.
+ * A batch's deliveries are stored in one statement, then the batch is acknowledged; a batch
+ * that fails (the gateway, the registry or the database out of reach) is redelivered, and a
+ * redelivered batch stores nothing twice (one delivery per endpoint and event).
+ */
+import type { JsMsg, NatsConnection } from 'nats';
+import { checkEvent, partnerEventTypeOf, type EventSubject, type PartnerEventMessage } from '@fleet/contracts';
+import { DurablePullConsumer, type Logger } from '@fleet/service-kit';
+import type { DevicePlaces } from '../access/device-places';
+import type { PartnerAccessDirectory } from '../access/partner-access';
+import { mayReceive } from '../domain/audience';
+import { newDeliveryId } from '../domain/ids';
+import { insertDeliveries, type NewDelivery } from '../store/deliveries';
+import type { EventsDb } from '../store/prisma';
+import { subscribersOf } from '../store/webhooks';
+
+export interface FanoutDeps {
+  db: EventsDb;
+  access: PartnerAccessDirectory;
+  places: DevicePlaces;
+  logger: Logger;
+  /** Deliveries were stored: the local worker sends them now. */
+  stored: () => void;
+}
+
+/** A batch's events, decoded; a message that is not a partner event is dropped (logged). */
+function decode(messages: readonly JsMsg[], logger: Logger): PartnerEventMessage[] {
+  const events: PartnerEventMessage[] = [];
+  for (const m of messages) {
+    const type = partnerEventTypeOf(m.subject);
+    try {
+      if (!type) throw new Error('not a partner event subject');
+      const message = checkEvent<PartnerEventMessage>(`evt.partner.${type}.v1` as EventSubject, m.json());
+      if (message.event.type !== type) throw new Error(`type ${message.event.type} on the subject of ${type}`);
+      events.push(message);
+    } catch (err) {
+      logger.warn({ err, subject: m.subject, seq: m.seq }, 'dropped a message of PARTNER_EVENTS that is not a partner event');
+    }
+  }
+  return events;
+}
+
+/** The deliveries of a batch of events. */
+export async function planDeliveries(deps: Omit<FanoutDeps, 'stored' | 'logger'>, events: readonly PartnerEventMessage[]): Promise<NewDelivery[]> {
+  const subscribers = await subscribersOf(deps.db, [...new Set(events.map((m) => m.event.type))]);
+  if (subscribers.length === 0) return [];
+  const access = await deps.access.accessOf(subscribers.map((s) => s.partnerId));
+  const places = await deps.places.placesOf(events);
+  const deliveries: NewDelivery[] = [];
+  events.forEach(({ event }, i) => {
+    for (const endpoint of subscribers) {
+      const partner = access.get(endpoint.partnerId);
+      if (!partner || !endpoint.eventTypes.includes(event.type) || !mayReceive(partner, event.type, places[i])) continue;
+      const id = newDeliveryId();
+      deliveries.push({
+        id,
+        webhookId: endpoint.id,
+        partnerId: endpoint.partnerId,
+        eventId: event.id,
+        eventType: event.type,
+        deviceId: event.device_id ?? null,
+        orderingKey: event.device_id ?? id,
+        event,
+      });
+    }
+  });
+  return deliveries;
+}
+
+export function fanoutConsumer(nc: NatsConnection, deps: FanoutDeps, options: { stream: string; durable: string; prefix?: string }): DurablePullConsumer {
+  return new DurablePullConsumer(nc, {
+    stream: options.stream,
+    durable: options.durable,
+    filterSubject: `${options.prefix ?? ''}evt.partner.>`,
+    batch: 200,
+    logger: deps.logger,
+    process: async (messages) => {
+      const events = decode(messages, deps.logger);
+      if (events.length === 0) return;
+      const deliveries = await planDeliveries(deps, events);
+      if ((await insertDeliveries(deps.db, deliveries)) > 0) deps.stored();
+    },
+  });
+}

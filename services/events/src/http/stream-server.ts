@@ -1,0 +1,170 @@
+/**
+ * The live stream (GET /v1/events): the gateway asks `events.stream.open`, which checks the
+ * request and the partner's open streams (leases in the database, so the limit holds across
+ * replicas) and answers a one-time URL of this replica's stream server; the gateway then relays
+ * what that URL streams. The stream reads PARTNER_EVENTS with an ordered consumer from just
+ * after Last-Event-ID (or from now), and writes each event the partner may receive (type
+ * allowed by its permissions now, device in its scope where the event happened, the request's
+ * filters) as a Server-Sent Event whose id is the event's stream position.
+ */
+import { randomUUID } from 'node:crypto';
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { DeliverPolicy, type ConsumerMessages, type NatsConnection } from 'nats';
+import { partnerEventTypeOf, type PartnerEventMessage, type Principal } from '@fleet/contracts';
+import type { Logger } from '@fleet/service-kit';
+import type { DevicePlaces } from '../access/device-places';
+import type { PartnerAccessDirectory } from '../access/partner-access';
+import { mayReceive } from '../domain/audience';
+import { SSE_RETRY, sseComment, sseEvent } from '../domain/sse';
+import type { EventsDb } from '../store/prisma';
+import { dropStreamLease, renewStreamLeases, takeStreamLease } from '../store/stream-leases';
+
+export interface StreamRequest {
+  partner: Principal;
+  /** Types asked for; empty = every type the partner may receive. */
+  types: string[];
+  deviceId?: string;
+  /** The stream position of the last event the client saw (Last-Event-ID). */
+  after?: number;
+}
+
+/** Issues the one-time URL of a stream, or null when the partner holds its most open streams. */
+export interface StreamTickets {
+  issue(request: StreamRequest): Promise<string | null>;
+}
+
+export interface StreamServerOptions {
+  nc: NatsConnection;
+  db: EventsDb;
+  access: PartnerAccessDirectory;
+  places: DevicePlaces;
+  stream: string;
+  /** Subject prefix of tests that isolate themselves on a shared NATS server. */
+  prefix?: string;
+  maxPerPartner: number;
+  keepAliveMs: number;
+  /** Base URL the gateway reaches this server at; default http://<podAddress or 127.0.0.1>:<port>. */
+  baseUrl?: string;
+  podAddress?: string;
+  logger: Logger;
+}
+
+/** How long a ticket waits for the gateway to come (it comes at once). */
+const TICKET_TTL_MS = 30_000;
+/** Leases are renewed well within their life: a replica that dies frees its partners' streams within a minute. */
+const LEASE_TTL_MS = 60_000;
+const LEASE_RENEW_MS = 20_000;
+
+export class StreamServer implements StreamTickets {
+  private server?: http.Server;
+  private base = '';
+  private readonly tickets = new Map<string, { request: StreamRequest; expires: number }>();
+  private readonly open = new Map<string, () => void>();
+  private renewTimer?: NodeJS.Timeout;
+
+  constructor(private readonly options: StreamServerOptions) {}
+
+  async listen(port: number, host: string): Promise<number> {
+    const server = http.createServer((req, res) => void this.handle(req, res));
+    this.server = server;
+    await new Promise<void>((resolve, reject) => {
+      server.once('error', reject);
+      server.listen(port, host, () => resolve());
+    });
+    const bound = (server.address() as AddressInfo).port;
+    const self = this.options.podAddress?.includes(':') ? `[${this.options.podAddress}]` : (this.options.podAddress ?? '127.0.0.1');
+    this.base = (this.options.baseUrl ?? `http://${self}:${bound}`).replace(/\/$/, '');
+    this.renewTimer = setInterval(() => {
+      renewStreamLeases(this.options.db, [...this.open.keys()], LEASE_TTL_MS).catch((err: unknown) => this.options.logger.warn({ err }, 'could not renew stream leases'));
+    }, LEASE_RENEW_MS);
+    this.renewTimer.unref();
+    return bound;
+  }
+
+  async issue(request: StreamRequest): Promise<string | null> {
+    const id = randomUUID();
+    if (!(await takeStreamLease(this.options.db, id, request.partner.partner_id, this.options.maxPerPartner, LEASE_TTL_MS))) return null;
+    // A new stream starts where the stream stands now: nothing published after the request is missed.
+    const after = request.after ?? (await (await this.options.nc.jetstreamManager()).streams.info(this.options.stream)).state.last_seq;
+    this.tickets.set(id, { request: { ...request, after }, expires: Date.now() + TICKET_TTL_MS });
+    setTimeout(() => {
+      // Never redeemed: the lease goes too.
+      if (this.tickets.delete(id)) void dropStreamLease(this.options.db, id).catch(() => undefined);
+    }, TICKET_TTL_MS).unref();
+    return `${this.base}/streams/${id}`;
+  }
+
+  /** Ends every open stream (clients reconnect to another replica with Last-Event-ID) and stops listening. */
+  async close(): Promise<void> {
+    clearInterval(this.renewTimer);
+    for (const end of [...this.open.values()]) end();
+    await new Promise<void>((resolve) => (this.server ? this.server.close(() => resolve()) : resolve()));
+  }
+
+  private async handle(req: http.IncomingMessage, res: http.ServerResponse): Promise<void> {
+    const match = /^\/streams\/([0-9a-f-]{36})$/.exec(req.url ?? '');
+    const ticket = match ? this.tickets.get(match[1] as string) : undefined;
+    if (req.method !== 'GET' || !match || !ticket || ticket.expires < Date.now()) {
+      res.writeHead(404, { 'content-type': 'application/json' }).end(JSON.stringify({ error: 'No such stream.', code: 'not_found' }));
+      return;
+    }
+    const id = match[1] as string;
+    this.tickets.delete(id);
+    await this.stream(id, ticket.request, req, res);
+  }
+
+  private async stream(id: string, request: StreamRequest, req: http.IncomingMessage, res: http.ServerResponse): Promise<void> {
+    const { nc, stream, prefix = '', logger } = this.options;
+    const log = logger.child({ stream_id: id, partner_id: request.partner.partner_id });
+    let messages: ConsumerMessages | undefined;
+    let ended = false;
+    const end = (): void => {
+      if (ended) return;
+      ended = true;
+      clearInterval(keepAlive);
+      this.open.delete(id);
+      void messages?.close().catch(() => undefined);
+      void dropStreamLease(this.options.db, id).catch(() => undefined);
+      res.end();
+    };
+    this.open.set(id, end);
+    req.on('close', end);
+    res.on('error', end);
+    res.writeHead(200, { 'content-type': 'text/event-stream; charset=utf-8', 'cache-control': 'no-cache', connection: 'keep-alive' });
+    res.write(SSE_RETRY);
+    const keepAlive = setInterval(() => res.write(sseComment('keep-alive')), this.options.keepAliveMs);
+    keepAlive.unref();
+    try {
+      const consumer = await nc.jetstream().consumers.get(stream, {
+        filterSubjects: `${prefix}evt.partner.>`,
+        deliver_policy: DeliverPolicy.StartSequence,
+        opt_start_seq: (request.after ?? 0) + 1,
+      });
+      if (ended) return;
+      messages = await consumer.consume({ max_messages: 256 });
+      for await (const m of messages) {
+        if (ended) break;
+        const type = partnerEventTypeOf(m.subject);
+        if (!type || (request.types.length > 0 && !request.types.includes(type))) continue;
+        let message: PartnerEventMessage;
+        try {
+          message = m.json<PartnerEventMessage>();
+        } catch {
+          continue;
+        }
+        if (request.deviceId && message.event.device_id !== request.deviceId) continue;
+        const access = (await this.options.access.accessOf([request.partner.partner_id])).get(request.partner.partner_id);
+        // A partner disabled meanwhile: the stream ends.
+        if (!access) break;
+        const [places] = await this.options.places.placesOf([message]);
+        if (!mayReceive(access, type, places)) continue;
+        res.write(sseEvent(m.seq, type, JSON.stringify(message.event)));
+      }
+    } catch (err) {
+      if (!ended) log.warn({ err }, 'live stream failed; the client resumes with Last-Event-ID');
+    } finally {
+      end();
+    }
+  }
+}

@@ -1,0 +1,187 @@
+import { Prisma } from '../generated/prisma/client';
+import type { EventsDb, EventsTx } from './prisma';
+
+export type DeliveryState = 'pending' | 'succeeded' | 'dead';
+
+export interface DeliveryRow {
+  id: string;
+  seq: bigint;
+  webhookId: string;
+  partnerId: string;
+  eventId: string;
+  eventType: string;
+  deviceId: string | null;
+  event: unknown;
+  state: string;
+  attempts: number;
+  nextAttemptAt: Date | null;
+  lastAttemptAt: Date | null;
+  lastStatus: number | null;
+  lastError: string | null;
+  lastDurationMs: number | null;
+  createdAt: Date;
+  deliveredAt: Date | null;
+}
+
+export interface NewDelivery {
+  id: string;
+  webhookId: string;
+  partnerId: string;
+  eventId: string;
+  eventType: string;
+  deviceId: string | null;
+  /** The device id, or the delivery's own id when the event has no device. */
+  orderingKey: string;
+  event: unknown;
+}
+
+/** A delivery a worker took, with what it needs to send it. */
+export interface ClaimedDelivery {
+  id: string;
+  webhookId: string;
+  eventId: string;
+  event: unknown;
+  attempts: number;
+  url: string;
+  secret: string;
+  previousSecret: string | null;
+  previousExpiresAt: Date | null;
+}
+
+/** Stores deliveries; one already stored for the same endpoint and event (a redelivered batch) is kept as it is. */
+export async function insertDeliveries(db: EventsTx, rows: readonly NewDelivery[]): Promise<number> {
+  if (rows.length === 0) return 0;
+  return db.$executeRaw`
+    INSERT INTO deliveries (id, webhook_id, partner_id, event_id, event_type, device_id, ordering_key, event)
+    SELECT id, webhook_id, partner_id, event_id, event_type, device_id, ordering_key, event::jsonb
+    FROM unnest(
+      ${rows.map((r) => r.id)}::text[], ${rows.map((r) => r.webhookId)}::text[], ${rows.map((r) => r.partnerId)}::text[],
+      ${rows.map((r) => r.eventId)}::text[], ${rows.map((r) => r.eventType)}::text[], ${rows.map((r) => r.deviceId)}::text[],
+      ${rows.map((r) => r.orderingKey)}::text[], ${rows.map((r) => JSON.stringify(r.event))}::text[])
+      WITH ORDINALITY AS t(id, webhook_id, partner_id, event_id, event_type, device_id, ordering_key, event, n)
+    -- seq follows the events' order, which per-device ordering relies on.
+    ORDER BY n
+    ON CONFLICT (webhook_id, event_id) DO NOTHING`;
+}
+
+/**
+ * Takes up to `limit` deliveries that are due, for `leaseMs`: pending, enabled endpoint, no
+ * earlier pending delivery of the same endpoint and device (per-device order), not leased by a
+ * live worker, and at most `perEndpoint` leased per endpoint at once (a slow endpoint holds only
+ * its own share). The candidates are chosen without locks, then leased by a conditional update,
+ * so a delivery two replicas chose is taken by one of them.
+ */
+export async function claimDue(db: EventsDb, limit: number, perEndpoint: number, leaseMs: number): Promise<ClaimedDelivery[]> {
+  if (limit <= 0) return [];
+  return db.$queryRaw<ClaimedDelivery[]>`
+    WITH busy AS (
+      SELECT webhook_id, count(*)::int AS n FROM deliveries
+      WHERE state = 'pending' AND lease_until > now() GROUP BY webhook_id
+    ),
+    due AS (
+      SELECT d.id, d.webhook_id, row_number() OVER (PARTITION BY d.webhook_id ORDER BY d.next_attempt_at, d.seq) AS rank, d.next_attempt_at, d.seq
+      FROM deliveries d JOIN webhooks w ON w.id = d.webhook_id AND w.enabled
+      WHERE d.state = 'pending' AND d.next_attempt_at <= now() AND (d.lease_until IS NULL OR d.lease_until <= now())
+        AND NOT EXISTS (
+          SELECT 1 FROM deliveries e
+          WHERE e.webhook_id = d.webhook_id AND e.ordering_key = d.ordering_key AND e.state = 'pending' AND e.seq < d.seq)
+      ORDER BY d.next_attempt_at, d.seq
+      LIMIT ${limit * 4}
+    ),
+    chosen AS (
+      SELECT due.id FROM due LEFT JOIN busy USING (webhook_id)
+      WHERE due.rank + coalesce(busy.n, 0) <= ${perEndpoint}
+      ORDER BY due.next_attempt_at, due.seq
+      LIMIT ${limit}
+    ),
+    leased AS (
+      UPDATE deliveries d SET lease_until = now() + make_interval(secs => ${leaseMs / 1000}::float8)
+      FROM chosen
+      WHERE d.id = chosen.id AND d.state = 'pending' AND (d.lease_until IS NULL OR d.lease_until <= now())
+      RETURNING d.id, d.webhook_id, d.event_id, d.event, d.attempts
+    )
+    SELECT l.id, l.webhook_id AS "webhookId", l.event_id AS "eventId", l.event, l.attempts,
+      w.url, w.secret, w.previous_secret AS "previousSecret", w.previous_expires_at AS "previousExpiresAt"
+    FROM leased l JOIN webhooks w ON w.id = l.webhook_id`;
+}
+
+export interface AttemptOutcome {
+  at: Date;
+  status: number | null;
+  error: string | null;
+  durationMs: number;
+}
+
+/** Records a successful attempt. */
+export async function settleSucceeded(db: EventsTx, id: string, outcome: AttemptOutcome): Promise<void> {
+  await db.delivery.updateMany({
+    where: { id, state: 'pending' },
+    data: {
+      state: 'succeeded',
+      attempts: { increment: 1 },
+      nextAttemptAt: null,
+      leaseUntil: null,
+      deliveredAt: outcome.at,
+      lastAttemptAt: outcome.at,
+      lastStatus: outcome.status,
+      lastError: null,
+      lastDurationMs: outcome.durationMs,
+    },
+  });
+}
+
+/** Records a failed attempt: the next one at `retryAt`, or dead when there is none. */
+export async function settleFailed(db: EventsTx, id: string, outcome: AttemptOutcome, retryAt: Date | null): Promise<void> {
+  await db.delivery.updateMany({
+    where: { id, state: 'pending' },
+    data: {
+      state: retryAt ? 'pending' : 'dead',
+      attempts: { increment: 1 },
+      nextAttemptAt: retryAt,
+      leaseUntil: null,
+      lastAttemptAt: outcome.at,
+      lastStatus: outcome.status,
+      lastError: outcome.error,
+      lastDurationMs: outcome.durationMs,
+    },
+  });
+}
+
+/** The endpoint's deliveries newest first, after the cursor's position. */
+export async function listDeliveries(db: EventsTx, webhookId: string, options: { state?: DeliveryState; beforeSeq?: bigint; limit: number }): Promise<DeliveryRow[]> {
+  return db.delivery.findMany({
+    where: { webhookId, ...(options.state ? { state: options.state } : {}), ...(options.beforeSeq !== undefined ? { seq: { lt: options.beforeSeq } } : {}) },
+    orderBy: { seq: 'desc' },
+    take: options.limit,
+  });
+}
+
+export async function findDelivery(db: EventsTx, webhookId: string, id: string): Promise<DeliveryRow | null> {
+  return db.delivery.findFirst({ where: { id, webhookId } });
+}
+
+/** Queues a delivery again now, with a fresh schedule of attempts (whatever its state). */
+export async function requeueDelivery(db: EventsTx, webhookId: string, id: string): Promise<DeliveryRow | null> {
+  const { count } = await db.delivery.updateMany({
+    where: { id, webhookId },
+    data: { state: 'pending', attempts: 0, nextAttemptAt: new Date(), leaseUntil: null, deliveredAt: null },
+  });
+  return count === 0 ? null : findDelivery(db, webhookId, id);
+}
+
+export async function insertDelivery(db: EventsTx, row: NewDelivery): Promise<DeliveryRow> {
+  return db.delivery.create({
+    data: { id: row.id, webhookId: row.webhookId, partnerId: row.partnerId, eventId: row.eventId, eventType: row.eventType, deviceId: row.deviceId, orderingKey: row.orderingKey, event: row.event as Prisma.InputJsonValue },
+  });
+}
+
+/** Deletes settled deliveries older than `before`; returns how many. */
+export async function purgeSettled(db: EventsTx, before: Date): Promise<number> {
+  return (await db.delivery.deleteMany({ where: { state: { in: ['succeeded', 'dead'] }, createdAt: { lt: before } } })).count;
+}
+
+/** Whether any delivery is pending and due by now (a cheap look before a worker claims). */
+export async function anyDue(db: EventsTx): Promise<Date | null> {
+  const [row] = await db.$queryRaw<Array<{ at: Date | null }>>`SELECT min(next_attempt_at) AS at FROM deliveries WHERE state = 'pending'`;
+  return row?.at ?? null;
+}

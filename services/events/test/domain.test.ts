@@ -1,0 +1,138 @@
+import { Webhook } from 'standardwebhooks';
+import { mayReceive, receivableTypes, type PartnerAccess } from '../src/domain/audience';
+import { addressAllowed, receiverUrlProblem } from '../src/domain/receiver-url';
+import { parseRetrySchedule, retryDelay } from '../src/domain/retry-schedule';
+import { openSecret, sealSecret } from '../src/domain/secret-box';
+import { deliveryHeaders, newSigningSecret } from '../src/domain/signing';
+import { resumePosition, sseEvent } from '../src/domain/sse';
+import { deliveryCursor, parseDeliveryCursor } from '../src/domain/views';
+import type { Permission } from '@fleet/contracts';
+
+const access = (permissions: Permission[], orgGrants: number[] = []): PartnerAccess => ({ partnerId: 'p', permissions: new Set(permissions), orgGrants });
+
+describe('retry schedule', () => {
+  it('parses delays and ends after the last one', () => {
+    const schedule = parseRetrySchedule('5s, 5m,2h,1d,250ms');
+    expect(schedule).toEqual([5_000, 300_000, 7_200_000, 86_400_000, 250]);
+    expect(retryDelay(schedule, 1)).toBe(5_000);
+    expect(retryDelay(schedule, 5)).toBe(250);
+    expect(retryDelay(schedule, 6)).toBeNull();
+  });
+
+  it('the default gives 11 attempts within 3 days', () => {
+    const schedule = parseRetrySchedule('5s,5m,30m,2h,5h,10h,10h,10h,10h,14h');
+    expect(schedule).toHaveLength(10);
+    expect(schedule.reduce((a, b) => a + b, 0)).toBeLessThanOrEqual(3 * 86_400_000);
+  });
+
+  it('refuses what is not a delay', () => {
+    expect(() => parseRetrySchedule('5 seconds')).toThrow(/not a delay/);
+    expect(() => parseRetrySchedule('')).toThrow(/at least one/);
+  });
+});
+
+describe('who may receive an event', () => {
+  const path = [1, 4, 9];
+  it('needs the type’s permission', () => {
+    expect(mayReceive(access([], [1]), 'device.connected', [path])).toBe(false);
+    expect(mayReceive(access(['health_read'], [1]), 'device.connected', [path])).toBe(true);
+    expect(mayReceive(access([], [1]), 'device.provisioned', [path])).toBe(true);
+    expect(mayReceive(access(['energy_read'], [1]), 'meter.energy_reset_settled', [path])).toBe(false);
+    expect(mayReceive(access(['energy_reset'], [1]), 'meter.energy_reset_settled', [path])).toBe(true);
+  });
+
+  it('needs the device’s node inside a granted subtree, or access to every device', () => {
+    expect(mayReceive(access(['health_read'], [4]), 'device.connected', [path])).toBe(true);
+    expect(mayReceive(access(['health_read'], [5]), 'device.connected', [path])).toBe(false);
+    expect(mayReceive(access(['health_read', 'access_all_devices']), 'device.connected', [path])).toBe(true);
+    // A device the registry no longer knows reaches nobody.
+    expect(mayReceive(access(['access_all_devices']), 'device.provisioned', [])).toBe(false);
+  });
+
+  it('a move reaches partners of either node', () => {
+    expect(mayReceive(access([], [7]), 'device.moved', [[1, 4], [1, 7]])).toBe(true);
+    expect(mayReceive(access([], [8]), 'device.moved', [[1, 4], [1, 7]])).toBe(false);
+  });
+
+  it('an unknown type reaches nobody; receivable types follow permissions', () => {
+    expect(mayReceive(access(['access_all_devices']), 'device.exploded', [path])).toBe(false);
+    expect(receivableTypes(access(['system_read']), ['system.log_received', 'alert.level_changed', 'device.removed'])).toEqual(['system.log_received', 'device.removed']);
+  });
+});
+
+describe('receiver URLs (SSRF guard)', () => {
+  const production = { local: false };
+  const local = { local: true };
+  it('wants https without credentials in production, allows http locally', () => {
+    expect(receiverUrlProblem('https://hooks.example.com/in', production)).toBeUndefined();
+    expect(receiverUrlProblem('http://hooks.example.com/in', production)).toMatch(/https/);
+    expect(receiverUrlProblem('http://127.0.0.1:9000/in', local)).toBeUndefined();
+    expect(receiverUrlProblem('https://user:pw@hooks.example.com/', production)).toMatch(/credentials/);
+    expect(receiverUrlProblem('ftp://hooks.example.com/', local)).toMatch(/http/);
+    expect(receiverUrlProblem('not a url', production)).toMatch(/absolute/);
+  });
+
+  it.each([
+    ['127.0.0.1'],
+    ['10.1.2.3'],
+    ['172.16.0.1'],
+    ['192.168.1.1'],
+    ['169.254.169.254'],
+    ['100.64.0.1'],
+    ['0.0.0.0'],
+    ['::1'],
+    ['fe80::1'],
+    ['fd00::1'],
+    ['::ffff:10.0.0.1'],
+    ['::ffff:127.0.0.1'],
+    ['224.0.0.1'],
+  ])('refuses %s in production', (address) => {
+    expect(addressAllowed(address, production)).toBe(false);
+    expect(addressAllowed(address, local)).toBe(true);
+  });
+
+  it('allows public unicast addresses', () => {
+    expect(addressAllowed('93.184.216.34', production)).toBe(true);
+    expect(addressAllowed('2606:2800:220:1:248:1893:25c8:1946', production)).toBe(true);
+    expect(addressAllowed('not-an-address', local)).toBe(false);
+  });
+});
+
+describe('signing (Standard Webhooks)', () => {
+  it('signs so that the standardwebhooks library verifies, with either secret during a rotation', () => {
+    const current = newSigningSecret();
+    const previous = newSigningSecret();
+    expect(current).toMatch(/^whsec_[A-Za-z0-9+/]{32}$/);
+    const body = JSON.stringify({ id: 'evt_1', type: 'device.connected' });
+    const headers = deliveryHeaders([current, previous], 'evt_1', new Date(), body);
+    expect(headers['webhook-signature']?.split(' ')).toHaveLength(2);
+    expect(new Webhook(current).verify(body, headers)).toEqual(JSON.parse(body));
+    expect(new Webhook(previous).verify(body, headers)).toEqual(JSON.parse(body));
+    expect(() => new Webhook(newSigningSecret()).verify(body, headers)).toThrow();
+    expect(() => new Webhook(current).verify(`${body} `, headers)).toThrow();
+  });
+});
+
+describe('secrets at rest', () => {
+  const key = Buffer.alloc(32, 7);
+  it('opens what it sealed, only for the same endpoint and key', () => {
+    const sealed = sealSecret(key, 'wh_a', 'whsec_abc');
+    expect(sealed).not.toContain('whsec_abc');
+    expect(openSecret(key, 'wh_a', sealed)).toBe('whsec_abc');
+    expect(() => openSecret(key, 'wh_b', sealed)).toThrow();
+    expect(() => openSecret(Buffer.alloc(32, 8), 'wh_a', sealed)).toThrow();
+  });
+});
+
+describe('server-sent events and cursors', () => {
+  it('frames an event with its stream position as id', () => {
+    expect(sseEvent(42, 'device.connected', '{"a":1}')).toBe('id: 42\nevent: device.connected\ndata: {"a":1}\n\n');
+    expect(resumePosition('42')).toBe(42);
+    expect(resumePosition('x')).toBeUndefined();
+  });
+
+  it('round-trips the deliveries cursor and refuses others', () => {
+    expect(parseDeliveryCursor(deliveryCursor(123n))).toBe(123n);
+    expect(parseDeliveryCursor('garbage')).toBeUndefined();
+  });
+});

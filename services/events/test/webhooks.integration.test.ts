@@ -1,0 +1,372 @@
+/**
+ * The events service against real NATS (JetStream) and Postgres, with a real HTTP receiver:
+ * endpoints, fan-out by type, permission and scope, signed deliveries, retries, per-device
+ * order, the delivery log, redelivery, test events and secret rotation. The gateway's
+ * `gateway.partner.access` and the registry are stood in for.
+ */
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { JSONCodec } from 'nats';
+import { Webhook } from 'standardwebhooks';
+import { newPartnerEvent, partnerEventSubject, type PartnerEventType, type Permission, type Principal, type ReplyEnvelope } from '@fleet/contracts';
+import { RegistryClient } from '@fleet/registry-client';
+import { ensureStream, eventStreamPlan, PARTNER_EVENTS_STREAM, publishDurable, type Bus, type DurablePullConsumer } from '@fleet/service-kit';
+import { randomDeviceId, RegistryStandIn, uniqueId, waitFor } from '@fleet/test-kit';
+import { DevicePlaces } from '../src/access/device-places';
+import { PartnerAccessDirectory } from '../src/access/partner-access';
+import { DeliveryWorker } from '../src/handlers/delivery-worker';
+import { fanoutConsumer } from '../src/handlers/fanout';
+import { serveEvents } from '../src/handlers/webhooks';
+import { ReceiverClient } from '../src/http/receiver-client';
+import { StreamServer } from '../src/http/stream-server';
+import { connectBus, createTestDb, logger, principal, startPrivateNats, type PrivateNats, type TestDb } from './support';
+
+const codec = JSONCodec();
+const KEY = Buffer.alloc(32, 3);
+
+interface Received {
+  headers: http.IncomingHttpHeaders;
+  body: string;
+  at: number;
+}
+
+/** A webhook receiver: records every request; `failures` makes the next N answer 500. */
+class Receiver {
+  readonly received: Received[] = [];
+  failures = 0;
+  /** Failures left for particular event ids (webhook-id). */
+  readonly failuresFor = new Map<string, number>();
+  private server = http.createServer((req, res) => {
+    const chunks: Buffer[] = [];
+    req.on('data', (c: Buffer) => chunks.push(c));
+    req.on('end', () => {
+      this.received.push({ headers: req.headers, body: Buffer.concat(chunks).toString('utf8'), at: Date.now() });
+      const id = String(req.headers['webhook-id']);
+      const forId = this.failuresFor.get(id) ?? 0;
+      if (forId > 0) {
+        this.failuresFor.set(id, forId - 1);
+        res.writeHead(503).end('not yet');
+      } else if (this.failures > 0) {
+        this.failures -= 1;
+        res.writeHead(500).end('nope');
+      } else res.writeHead(204).end();
+    });
+  });
+  url = '';
+  async start(): Promise<void> {
+    await new Promise<void>((resolve) => this.server.listen(0, '127.0.0.1', () => resolve()));
+    this.url = `http://127.0.0.1:${(this.server.address() as AddressInfo).port}/hook`;
+  }
+  events(): Array<{ id: string; type: string; device_id?: string; data: Record<string, unknown> }> {
+    return this.received.map((r) => JSON.parse(r.body));
+  }
+  close(): Promise<void> {
+    this.server.closeAllConnections();
+    return new Promise((resolve) => this.server.close(() => resolve()));
+  }
+}
+
+let nats: PrivateNats;
+let testDb: TestDb;
+let bus: Bus;
+let registry: RegistryStandIn;
+let fanout: DurablePullConsumer;
+let worker: DeliveryWorker;
+let streams: StreamServer;
+let client: ReceiverClient;
+/** What gateway.partner.access answers, by partner id. */
+const partners = new Map<string, { permissions: Permission[]; org_grants: number[] }>();
+
+beforeAll(async () => {
+  nats = await startPrivateNats();
+  testDb = await createTestDb();
+  bus = await connectBus(nats.url);
+  registry = new RegistryStandIn(bus.connection);
+  bus.connection.subscribe('gateway.partner.access', {
+    callback: (_err, msg) => {
+      const ids = (codec.decode(msg.data) as { body: { partner_ids: string[] } }).body.partner_ids;
+      const body = { partners: ids.flatMap((id) => (partners.has(id) ? [{ partner_id: id, ...partners.get(id)! }] : [])) };
+      msg.respond(codec.encode({ ok: true, status: 200, body }));
+    },
+  });
+  await ensureStream(await bus.connection.jetstreamManager(), eventStreamPlan(PARTNER_EVENTS_STREAM), logger);
+  const timeouts = { cacheMs: 0, timeoutMs: 2000 };
+  const access = new PartnerAccessDirectory(bus, timeouts);
+  const registryClient = new RegistryClient(bus, { timeoutMs: 2000, logger });
+  const places = new DevicePlaces(registryClient, timeouts);
+  client = new ReceiverClient({ policy: { local: true }, timeoutMs: 2000, maxSocketsPerHost: 8 });
+  worker = new DeliveryWorker({ db: testDb.db, client, secretsKey: KEY, schedule: [100, 100, 100, 100], timeoutMs: 2000, concurrency: 16, perEndpoint: 4, logger, pollMs: 100 });
+  streams = new StreamServer({ nc: bus.connection, db: testDb.db, access, places, stream: PARTNER_EVENTS_STREAM, maxPerPartner: 2, keepAliveMs: 60_000, logger });
+  await streams.listen(0, '127.0.0.1');
+  serveEvents(bus, { db: testDb.db, secretsKey: KEY, policy: { local: true }, webhooksPerPartner: 3, queued: () => worker.nudge(), tickets: streams, registry: registryClient });
+  fanout = fanoutConsumer(bus.connection, { db: testDb.db, access, places, logger, stored: () => worker.nudge() }, { stream: PARTNER_EVENTS_STREAM, durable: uniqueId('fanout') });
+  fanout.start();
+  worker.start();
+});
+
+afterAll(async () => {
+  await fanout?.stop();
+  await worker?.stop();
+  await streams?.close();
+  client?.close();
+  registry?.close();
+  await bus?.drain();
+  await testDb?.drop();
+  await nats?.stop();
+});
+
+/** A partner the stand-in gateway knows, with a principal for its requests. */
+function partner(permissions: Permission[], orgGrants: number[] = []): Principal {
+  const p = principal({ permissions: [...permissions, 'webhook_manage', 'events_read'], org_grants: orgGrants });
+  partners.set(p.partner_id, { permissions: p.permissions, org_grants: orgGrants });
+  return p;
+}
+
+/** A device the stand-in registry places at `node` (whose path is `path`). */
+function device(path: number[]): string {
+  const id = randomDeviceId();
+  const node = path[path.length - 1] as number;
+  registry.described.set(id, { device_id: id, product: 'light', name: null, org_node: { id: node, parent_id: path[path.length - 2] ?? null, name: `n${node}` }, automation_enabled: true });
+  registry.orgPaths.set(node, path);
+  return id;
+}
+
+async function call(subject: Parameters<Bus['request']>[0], p: Principal, parts: { params?: Record<string, string>; body?: unknown; query?: Record<string, string> } = {}): Promise<ReplyEnvelope> {
+  return bus.request(subject, { request_id: uniqueId('req'), principal: p, params: parts.params ?? {}, query: parts.query ?? {}, ...(parts.body !== undefined ? { body: parts.body } : {}) } as never);
+}
+
+async function createHook(p: Principal, url: string, eventTypes: string[]): Promise<{ id: string; secret: string }> {
+  const reply = await call('events.webhook.create', p, { body: { url, event_types: eventTypes } });
+  if (!reply.ok) throw new Error(JSON.stringify(reply.error));
+  return reply.body as { id: string; secret: string };
+}
+
+async function publish(type: PartnerEventType, deviceId: string, data: Record<string, unknown>, orgNodeIds?: number[]): Promise<string> {
+  const message = newPartnerEvent(type, { deviceId, data, ...(orgNodeIds ? { orgNodeIds } : {}) });
+  await publishDurable(bus.connection, partnerEventSubject(type), message);
+  return message.event.id;
+}
+
+const connected = () => ({ status: 'connected', status_changed_at: new Date().toISOString() });
+
+describe('endpoints', () => {
+  it('creates one with its secret shown once, lists, reads, changes and deletes it', async () => {
+    const p = partner([]);
+    const created = await call('events.webhook.create', p, { body: { url: 'http://127.0.0.1:1/x', event_types: ['device.connected', 'device.connected'], description: 'ops' } });
+    expect(created).toMatchObject({ ok: true, status: 201 });
+    const body = (created as unknown as { body: Record<string, unknown> }).body;
+    expect(body).toMatchObject({ url: 'http://127.0.0.1:1/x', event_types: ['device.connected'], description: 'ops', enabled: true });
+    expect(body.secret).toMatch(/^whsec_/);
+    expect((created as unknown as { headers?: Record<string, string> }).headers?.Location).toBe(`/v1/webhooks/${body.id}`);
+    const read = await call('events.webhook.get', p, { params: { webhook_id: body.id as string } });
+    expect(read).toMatchObject({ ok: true, body: { id: body.id } });
+    expect(JSON.stringify(read)).not.toContain('whsec_');
+    const changed = await call('events.webhook.update', p, { params: { webhook_id: body.id as string }, body: { enabled: false, description: null } });
+    expect(changed).toMatchObject({ ok: true, body: { enabled: false, description: null } });
+    const listed = await call('events.webhook.list', p);
+    expect((listed as unknown as { body: { webhooks: unknown[] } }).body.webhooks).toHaveLength(1);
+    // Another partner sees none of it.
+    const other = partner([]);
+    expect(await call('events.webhook.get', other, { params: { webhook_id: body.id as string } })).toMatchObject({ ok: false, error: { status: 404, code: 'not_found' } });
+    expect(await call('events.webhook.delete', p, { params: { webhook_id: body.id as string } })).toMatchObject({ ok: true, status: 204 });
+    expect(await call('events.webhook.get', p, { params: { webhook_id: body.id as string } })).toMatchObject({ ok: false, error: { status: 404 } });
+  });
+
+  it('refuses unknown types, bad urls and more than the limit', async () => {
+    const p = partner([]);
+    expect(await call('events.webhook.create', p, { body: { url: 'http://127.0.0.1:1/x', event_types: ['device.exploded'] } })).toMatchObject({ ok: false, error: { status: 400, code: 'validation_error' } });
+    expect(await call('events.webhook.create', p, { body: { url: 'ftp://127.0.0.1/x', event_types: ['device.removed'] } })).toMatchObject({ ok: false, error: { status: 400 } });
+    for (let i = 0; i < 3; i += 1) await createHook(p, `http://127.0.0.1:1/${i}`, ['device.removed']);
+    expect(await call('events.webhook.create', p, { body: { url: 'http://127.0.0.1:1/4', event_types: ['device.removed'] } })).toMatchObject({ ok: false, error: { status: 403, code: 'limit_reached' } });
+  });
+});
+
+describe('deliveries', () => {
+  let receiver: Receiver;
+  beforeEach(async () => {
+    receiver = new Receiver();
+    await receiver.start();
+  });
+  afterEach(() => receiver.close());
+
+  it('delivers an event once, signed, to partners whose scope and permissions allow it', async () => {
+    const allowed = partner(['health_read'], [4]);
+    const noPermission = partner([], [4]);
+    const outOfScope = partner(['health_read'], [5]);
+    const hook = await createHook(allowed, receiver.url, ['device.connected']);
+    const other = new Receiver();
+    await other.start();
+    await createHook(noPermission, other.url, ['device.connected']);
+    await createHook(outOfScope, other.url, ['device.connected']);
+    const id = device([1, 4, 9]);
+    const eventId = await publish('device.connected', id, connected());
+    await waitFor(() => receiver.received.length === 1, { what: 'the delivery' });
+    const [got] = receiver.received;
+    const event = new Webhook(hook.secret).verify(got!.body, got!.headers as Record<string, string>) as Record<string, unknown>;
+    expect(event).toMatchObject({ id: eventId, type: 'device.connected', version: 1, device_id: id, data: { status: 'connected' } });
+    expect(got!.headers['webhook-id']).toBe(eventId);
+    // A later event to the same endpoint arrives: nothing else came meanwhile.
+    await publish('device.connected', id, connected());
+    await waitFor(() => receiver.received.length === 2, { what: 'the second delivery' });
+    expect(other.received).toHaveLength(0);
+    await other.close();
+  });
+
+  it('retries a failing receiver and delivers on the fourth attempt; dead after the last', async () => {
+    const p = partner(['health_read'], [1]);
+    const hook = await createHook(p, receiver.url, ['device.connected']);
+    receiver.failures = 3;
+    const eventId = await publish('device.connected', device([1]), connected());
+    await waitFor(() => receiver.received.length === 4, { what: 'four attempts' });
+    const log = await waitFor(async () => {
+      const reply = (await call('events.delivery.list', p, { params: { webhook_id: hook.id } })) as unknown as { body: { deliveries: Array<Record<string, unknown>> } };
+      const [d] = reply.body.deliveries;
+      return d?.state === 'succeeded' ? d : undefined;
+    });
+    expect(log).toMatchObject({ event_id: eventId, attempts: 4, state: 'succeeded', last_attempt: { status: 204, error: null } });
+    expect(new Set(receiver.received.map((r) => r.headers['webhook-id']))).toEqual(new Set([eventId]));
+
+    receiver.failures = 100;
+    await publish('device.connected', device([1]), connected());
+    const dead = await waitFor(async () => {
+      const reply = (await call('events.delivery.list', p, { params: { webhook_id: hook.id }, query: { state: 'dead' } })) as unknown as { body: { deliveries: Array<Record<string, unknown>> } };
+      return reply.body.deliveries[0];
+    }, { timeoutMs: 10_000 });
+    expect(dead).toMatchObject({ attempts: 5, state: 'dead', next_attempt_at: null, last_attempt: { status: 500 } });
+    // Redelivered by hand, it goes out again once the receiver is back.
+    receiver.failures = 0;
+    const before = receiver.received.length;
+    expect(await call('events.delivery.redeliver', p, { params: { webhook_id: hook.id, delivery_id: dead.id as string } })).toMatchObject({ ok: true, status: 202, body: { state: 'pending', attempts: 0 } });
+    await waitFor(() => receiver.received.length === before + 1, { what: 'the redelivery' });
+  }, 30_000);
+
+  it('keeps one device’s events in order across retries, without holding back other devices', async () => {
+    const p = partner(['health_read'], [1]);
+    await createHook(p, receiver.url, ['device.connected', 'device.disconnected']);
+    const slow = device([1]);
+    const quick = device([1]);
+    const first = newPartnerEvent('device.connected', { deviceId: slow, data: connected() });
+    receiver.failuresFor.set(first.event.id, 2);
+    await publishDurable(bus.connection, partnerEventSubject('device.connected'), first);
+    const second = await publish('device.disconnected', slow, { status: 'disconnected', status_changed_at: new Date().toISOString() });
+    const third = await publish('device.connected', slow, connected());
+    const others = await publish('device.connected', quick, connected());
+    await waitFor(() => new Set(receiver.events().map((e) => e.id)).size === 4, { what: 'every event', timeoutMs: 10_000 });
+    const order = [first.event.id, second, third];
+    const slowAttempts = receiver.events().filter((e) => e.device_id === slow).map((e) => order.indexOf(e.id));
+    // Every attempt of a later event of the device came after the earlier ones were through.
+    expect([...slowAttempts].sort()).toEqual(slowAttempts);
+    expect(slowAttempts).toEqual([0, 0, 0, 1, 2]);
+    expect(receiver.events().map((e) => e.id)).toContain(others);
+  }, 20_000);
+
+  it('sends a test event whatever the endpoint subscribes to', async () => {
+    const p = partner([]);
+    const hook = await createHook(p, receiver.url, ['meter.records_stored']);
+    const reply = await call('events.webhook.test', p, { params: { webhook_id: hook.id } });
+    expect(reply).toMatchObject({ ok: true, status: 202, body: { event_type: 'webhook.test', state: 'pending' } });
+    await waitFor(() => receiver.received.length === 1);
+    expect(receiver.events()[0]).toMatchObject({ type: 'webhook.test', version: 1, data: { webhook_id: hook.id } });
+  });
+
+  it('signs with both secrets during a rotation', async () => {
+    const p = partner([]);
+    const hook = await createHook(p, receiver.url, ['device.removed']);
+    const rotated = (await call('events.webhook.rotate', p, { params: { webhook_id: hook.id }, body: { previous_expires_in_s: 60 } })) as unknown as { ok: true; body: { secret: string; previous_secret_expires_at: string } };
+    expect(rotated.body.secret).toMatch(/^whsec_/);
+    expect(rotated.body.secret).not.toBe(hook.secret);
+    await call('events.webhook.test', p, { params: { webhook_id: hook.id } });
+    await waitFor(() => receiver.received.length === 1);
+    const [got] = receiver.received;
+    for (const secret of [hook.secret, rotated.body.secret]) expect(() => new Webhook(secret).verify(got!.body, got!.headers as Record<string, string>)).not.toThrow();
+    // With no overlap, only the new secret signs.
+    await call('events.webhook.rotate', p, { params: { webhook_id: hook.id }, body: { previous_expires_in_s: 0 } });
+    await call('events.webhook.test', p, { params: { webhook_id: hook.id } });
+    await waitFor(() => receiver.received.length === 2);
+    expect(String(receiver.received[1]!.headers['webhook-signature']).split(' ')).toHaveLength(1);
+  });
+
+  it('pages the delivery log newest first', async () => {
+    const p = partner([]);
+    const hook = await createHook(p, receiver.url, ['device.removed']);
+    for (let i = 0; i < 3; i += 1) await call('events.webhook.test', p, { params: { webhook_id: hook.id } });
+    const first = (await call('events.delivery.list', p, { params: { webhook_id: hook.id }, query: { limit: '2' } })) as unknown as { body: { deliveries: Array<{ id: string }>; next_cursor: string } };
+    expect(first.body.deliveries).toHaveLength(2);
+    const second = (await call('events.delivery.list', p, { params: { webhook_id: hook.id }, query: { limit: '2', cursor: first.body.next_cursor } })) as unknown as { body: { deliveries: Array<{ id: string }>; next_cursor: string | null } };
+    expect(second.body.deliveries).toHaveLength(1);
+    expect(second.body.next_cursor).toBeNull();
+    expect(await call('events.delivery.list', p, { params: { webhook_id: hook.id }, query: { cursor: 'nope' } })).toMatchObject({ ok: false, error: { status: 400 } });
+  });
+});
+
+describe('live stream', () => {
+  /** Opens a stream and collects its events until closed. */
+  async function open(p: Principal, query: Record<string, string> = {}) {
+    const reply = await call('events.stream.open', p, { query });
+    if (!reply.ok) return { error: reply.error };
+    const url = (reply.body as { url: string }).url;
+    const events: Array<{ id: number; type: string; data: Record<string, unknown> }> = [];
+    let buffer = '';
+    const request = http.get(url);
+    const response = await new Promise<http.IncomingMessage>((resolve) => request.on('response', resolve));
+    response.setEncoding('utf8');
+    response.on('data', (chunk: string) => {
+      buffer += chunk;
+      let end: number;
+      while ((end = buffer.indexOf('\n\n')) >= 0) {
+        const frame = buffer.slice(0, end);
+        buffer = buffer.slice(end + 2);
+        const fields = Object.fromEntries(frame.split('\n').map((line) => [line.slice(0, line.indexOf(':')), line.slice(line.indexOf(':') + 2)]));
+        if (fields.id && fields.data) events.push({ id: Number(fields.id), type: fields.event as string, data: JSON.parse(fields.data as string) });
+      }
+    });
+    return { events, status: response.statusCode, close: () => request.destroy() };
+  }
+
+  it('streams what the partner may see, and resumes after Last-Event-ID with nothing missed or twice', async () => {
+    const p = partner(['health_read'], [4]);
+    const mine = device([1, 4]);
+    const notMine = device([1, 5]);
+    const first = await open(p);
+    expect(first.status).toBe(200);
+    const a = await publish('device.connected', mine, connected());
+    await publish('device.connected', notMine, connected());
+    await waitFor(() => first.events!.length === 1, { what: 'the first event' });
+    first.close!();
+    const lastSeen = first.events![0]!.id;
+    const b = await publish('device.connected', mine, connected());
+    const c = await publish('device.removed', mine, { product: 'light', org_node_id: 4 }, [4]);
+    const resumed = await open(p, { last_event_id: String(lastSeen) });
+    await waitFor(() => resumed.events!.length === 2, { what: 'the missed events' });
+    expect([first.events![0]!.data.id, ...resumed.events!.map((e) => e.data.id)]).toEqual([a, b, c]);
+    resumed.close!();
+  });
+
+  it('filters by type and device, and bounds the partner’s open streams', async () => {
+    const p = partner(['health_read'], [4]);
+    const d1 = device([4]);
+    const d2 = device([4]);
+    registry.devices.set(d1, { device_id: d1, product: 'light', org_node_id: 4, name: null });
+    const s1 = await open(p, { types: 'device.removed', device_id: d1 });
+    expect(s1.status).toBe(200);
+    const s2 = await open(p);
+    expect(s2.status).toBe(200);
+    const third = await open(p);
+    expect(third.error).toMatchObject({ status: 429, code: 'rate_limited' });
+    await publish('device.connected', d1, connected());
+    const wanted = await publish('device.removed', d1, { product: 'light', org_node_id: 4 }, [4]);
+    await publish('device.removed', d2, { product: 'light', org_node_id: 4 }, [4]);
+    await waitFor(() => s2.events!.length === 3, { what: 'the unfiltered stream' });
+    expect(s1.events!.map((e) => e.data.id)).toEqual([wanted]);
+    s1.close!();
+    // A closed stream frees its place.
+    const again = await waitFor(async () => {
+      const s = await open(p);
+      return s.status === 200 ? s : (undefined as never);
+    });
+    again.close!();
+    s2.close!();
+    expect(await call('events.stream.open', p, { query: { types: 'nope.nope' } })).toMatchObject({ ok: false, error: { status: 400 } });
+    expect(await call('events.stream.open', p, { query: { device_id: randomDeviceId() } })).toMatchObject({ ok: false, error: { status: 404 } });
+  });
+});
