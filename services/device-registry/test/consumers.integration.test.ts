@@ -53,6 +53,15 @@ async function newDevice(product: 'light' | 'meter' = 'light'): Promise<string> 
 const state = (deviceId: string) =>
   testDb.db.device.findUniqueOrThrow({ where: { deviceId }, select: { status: true, statusChangedAt: true, lastSeenAt: true } });
 
+/** The partner events waiting in the outbox for a device, oldest first. */
+async function partnerEventsOf(deviceId: string): Promise<Array<{ type: string; status_changed_at: string; org_node_ids: number[] }>> {
+  const rows = await testDb.db.outboxEvent.findMany({ where: { subject: { startsWith: 'evt.partner.' } }, orderBy: { id: 'asc' } });
+  return rows
+    .map((r) => r.payload as { event: { type: string; device_id: string; data: { status_changed_at: string } }; org_node_ids: number[] })
+    .filter((m) => m.event.device_id === deviceId)
+    .map((m) => ({ type: m.event.type, status_changed_at: m.event.data.status_changed_at, org_node_ids: m.org_node_ids }));
+}
+
 const at = (offsetMs: number) => new Date(Date.UTC(2026, 10, 22, 9, 0, 0) + offsetMs);
 
 async function publishBatch(events: { device_id: string; kind: 'seen' | 'offline'; at: Date; product?: string }[]): Promise<void> {
@@ -109,6 +118,14 @@ describe('connectivity batches from DEVICE_EVENTS', () => {
     await waitFor(async () => (await state(c)).lastSeenAt !== null, { what: 'c applied' });
     expect(await state(c)).toEqual({ status: 'disconnected', statusChangedAt: at(31_000), lastSeenAt: at(30_000) });
 
+    // Each status change is one partner event, committed with it; traffic that changes nothing adds none.
+    expect(await partnerEventsOf(a)).toEqual([
+      { type: 'device.connected', status_changed_at: at(1000).toISOString(), org_node_ids: [1] },
+      { type: 'device.disconnected', status_changed_at: at(9000).toISOString(), org_node_ids: [1] },
+    ]);
+    expect((await partnerEventsOf(b)).map((e) => e.type)).toEqual(['device.connected']);
+    expect((await partnerEventsOf(c)).map((e) => e.type)).toEqual(['device.connected', 'device.disconnected']);
+
     // Every batch was acked after its commit.
     const jsm = await nc.jetstreamManager();
     await waitFor(async () => {
@@ -140,6 +157,9 @@ describe('silence sweep', () => {
     expect((await state(chatty)).status).toBe('connected');
     // Running it again (another replica) changes nothing.
     expect(await disconnectSilent(testDb.db, 5, now)).not.toContain(quiet);
+    // One device.disconnected for the partners, at the moment the silence began.
+    expect(await partnerEventsOf(quiet)).toEqual([{ type: 'device.disconnected', status_changed_at: new Date(now.getTime() - 5_000).toISOString(), org_node_ids: [1] }]);
+    expect(await partnerEventsOf(chatty)).toEqual([]);
   });
 });
 

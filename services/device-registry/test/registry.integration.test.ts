@@ -5,7 +5,7 @@
  */
 import { randomBytes } from 'node:crypto';
 import { JSONCodec } from 'nats';
-import { checkReplyEnvelope, type Principal, type ReplyEnvelope } from '@fleet/contracts';
+import { checkReplyEnvelope, type PartnerEventMessage, type Principal, type ReplyEnvelope } from '@fleet/contracts';
 import type { Bus, RequestOf } from '@fleet/service-kit';
 import { randomDeviceId, uniqueId, waitFor } from '@fleet/test-kit';
 import { BridgeClient } from '@fleet/bridge-client';
@@ -26,6 +26,8 @@ let relay: OutboxRelay;
 let recent: RecentConnectivity;
 const kek = randomBytes(32);
 const events: { device_id: string; change: string }[] = [];
+/** The partner events the relay published (PARTNER_EVENTS), in order. */
+const partnerEvents: PartnerEventMessage[] = [];
 let org: { acme: number; north: number; depot: number; south: number; other: number; north2: number };
 
 const admin = principal({ permissions: ['access_all_devices', 'health_read'] });
@@ -41,6 +43,7 @@ beforeAll(async () => {
   recent = new RecentConnectivity(bus.connection, 'evt.bridge.connectivity.>', logger);
   recent.start();
   serveRegistry(bus, { db: testDb.db, kek, broker: new BridgeClient(bus, { timeoutMs: 1000, logger }), logger, relay, recent });
+  bus.connection.subscribe('evt.partner.>', { callback: (_e, m) => partnerEvents.push(JSONCodec<PartnerEventMessage>().decode(m.data)) });
   bus.connection.subscribe('evt.registry.device.changed.v1', {
     callback: (_e, m) => events.push(JSONCodec<{ device_id: string; change: string }>().decode(m.data)),
   });
@@ -408,5 +411,49 @@ describe('removal', () => {
   it('an org-scoped partner cannot remove a device outside its scope', async () => {
     const { id } = await provision(admin, {});
     expect(err(await call('registry.device.remove', principal({ org_grants: [org.north] }), { params: { device_id: id }, query: { confirm: id } })).status).toBe(404);
+  });
+});
+
+describe('partner events', () => {
+  const ofDevice = (id: string) => partnerEvents.filter((m) => m.event.device_id === id);
+
+  it('provisioning, a move and a removal each publish one event with the org nodes it concerns', async () => {
+    const { id, reply } = await provision(admin, { name: 'Porch', org: 'Other' });
+    expect(ok(reply).status).toBe(201);
+    await waitFor(() => ofDevice(id).length === 1, { what: 'device.provisioned' });
+    expect(ofDevice(id)[0]).toMatchObject({ event: { type: 'device.provisioned', version: 1, device_id: id, data: { product: 'light', name: 'Porch', org_node_id: org.other } }, org_node_ids: [org.other] });
+
+    expect(ok(await call('registry.device.move', admin, { params: { device_id: id }, body: { org_node_id: org.depot } })).status).toBe(204);
+    // A rename is not a partner event.
+    expect(ok(await call('registry.device.rename', admin, { params: { device_id: id }, body: { name: 'Back porch' } })).status).toBe(204);
+    expect(ok(await call('registry.device.remove', admin, { params: { device_id: id }, query: { confirm: id } })).status).toBe(204);
+    await waitFor(() => ofDevice(id).length === 3, { what: 'moved and removed' });
+    expect(ofDevice(id).map((m) => [m.event.type, m.event.data, m.org_node_ids])).toEqual([
+      ['device.provisioned', { product: 'light', name: 'Porch', org_node_id: org.other }, [org.other]],
+      ['device.moved', { from_org_node_id: org.other, to_org_node_id: org.depot }, [org.other, org.depot]],
+      ['device.removed', { product: 'light', org_node_id: org.depot }, [org.depot]],
+    ]);
+    expect(new Set(ofDevice(id).map((m) => m.event.id)).size).toBe(3);
+  });
+
+  it('a refused change publishes nothing', async () => {
+    const { id } = await provision(admin, {});
+    await waitFor(() => ofDevice(id).length === 1, { what: 'device.provisioned' });
+    bridge.mode = 'refuse';
+    try {
+      expect(err(await call('registry.device.remove', admin, { params: { device_id: id }, query: { confirm: id } })).status).toBe(503);
+    } finally {
+      bridge.mode = 'ok';
+    }
+    expect(err(await call('registry.device.move', principal({ org_grants: [org.north] }), { params: { device_id: id }, body: { org_node_id: org.north } })).status).toBe(404);
+    // The next change's event follows the provisioning directly.
+    expect(ok(await call('registry.device.remove', admin, { params: { device_id: id }, query: { confirm: id } })).status).toBe(204);
+    await waitFor(() => ofDevice(id).length === 2, { what: 'device.removed' });
+    expect(ofDevice(id).map((m) => m.event.type)).toEqual(['device.provisioned', 'device.removed']);
+  });
+
+  it('answers each node’s path from its root (registry.org.paths)', async () => {
+    const reply = ok(await bus.request('registry.org.paths', { request_id: uniqueId('req'), params: {}, query: {}, body: { org_node_ids: [org.depot, org.acme, 999_999] } }));
+    expect(reply.body).toEqual({ paths: [{ org_node_id: org.depot, path: [org.acme, org.north, org.depot] }, { org_node_id: org.acme, path: [org.acme] }] });
   });
 });
