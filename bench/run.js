@@ -37,6 +37,9 @@ BENCHES.upload = require('./benches/upload');
 // `provisioning`: 20,000 devices through the gateway with credentials behind the broker hook; 2,000 connects through it.
 BENCHES.provisioning = require('./benches/provisioning');
 
+// `events`: push events, a device's connectivity toggle → its signed webhook delivery, beside the bridge's capture rate.
+BENCHES.events = require('./benches/events');
+
 const RESULTS_DIR = path.join(__dirname, 'results');
 
 function usage() {

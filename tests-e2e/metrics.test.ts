@@ -10,7 +10,7 @@ import { e2eFleet } from './support/fleet-env';
  */
 
 const SECRET = 'Metrics-E2E-Sec!';
-const SERVICES = ['gateway', 'device-registry', 'light-command', 'config-alerting', 'meter', 'system-files', 'mqtt-bridge'];
+const SERVICES = ['gateway', 'device-registry', 'light-command', 'config-alerting', 'meter', 'system-files', 'mqtt-bridge', 'events'];
 let partner: Awaited<ReturnType<typeof partnerWithKey>>;
 const devices: Array<{ stop(): Promise<void> }> = [];
 

@@ -4,6 +4,9 @@ export const ALERT_PERIOD_MS = 1500;
 /** How long a file push waits for the device's acknowledgement in the shared fleet (system-files' TRANSFER_ACK_TIMEOUT_SECONDS). */
 export const TRANSFER_ACK_TIMEOUT_S = 6;
 
+/** Webhook retries in the shared fleet (events' WEBHOOK_RETRY_SCHEDULE): quick, so retries show in a test. */
+export const WEBHOOK_RETRY_SCHEDULE = '300ms,300ms,300ms,300ms,300ms';
+
 /** What the global setup started, handed to the test files through the environment. */
 export interface E2eFleet {
   gatewayUrl: string;

@@ -120,3 +120,4 @@ export async function rejectionOf<T extends Error>(work: Promise<unknown>, type:
 }
 export { partnerId, principal } from './principal';
 export { captureDeviceMessage, createDeviceInStream, type CapturedMessage } from './device-in-stream';
+export { WebhookReceiver, type ReceivedDelivery } from './webhook-receiver';

@@ -5,13 +5,12 @@
  * `gateway.partner.access` and the registry are stood in for.
  */
 import http from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { JSONCodec } from 'nats';
 import { Webhook } from 'standardwebhooks';
 import { newPartnerEvent, partnerEventSubject, type PartnerEventType, type Permission, type Principal, type ReplyEnvelope } from '@fleet/contracts';
 import { RegistryClient } from '@fleet/registry-client';
 import { ensureStream, eventStreamPlan, PARTNER_EVENTS_STREAM, publishDurable, type Bus, type DurablePullConsumer } from '@fleet/service-kit';
-import { randomDeviceId, RegistryStandIn, uniqueId, waitFor } from '@fleet/test-kit';
+import { randomDeviceId, RegistryStandIn, uniqueId, waitFor, WebhookReceiver } from '@fleet/test-kit';
 import { DevicePlaces } from '../src/access/device-places';
 import { PartnerAccessDirectory } from '../src/access/partner-access';
 import { DeliveryWorker } from '../src/handlers/delivery-worker';
@@ -24,47 +23,8 @@ import { connectBus, createTestDb, logger, principal, startPrivateNats, type Pri
 const codec = JSONCodec();
 const KEY = Buffer.alloc(32, 3);
 
-interface Received {
-  headers: http.IncomingHttpHeaders;
-  body: string;
-  at: number;
-}
-
-/** A webhook receiver: records every request; `failures` makes the next N answer 500. */
-class Receiver {
-  readonly received: Received[] = [];
-  failures = 0;
-  /** Failures left for particular event ids (webhook-id). */
-  readonly failuresFor = new Map<string, number>();
-  private server = http.createServer((req, res) => {
-    const chunks: Buffer[] = [];
-    req.on('data', (c: Buffer) => chunks.push(c));
-    req.on('end', () => {
-      this.received.push({ headers: req.headers, body: Buffer.concat(chunks).toString('utf8'), at: Date.now() });
-      const id = String(req.headers['webhook-id']);
-      const forId = this.failuresFor.get(id) ?? 0;
-      if (forId > 0) {
-        this.failuresFor.set(id, forId - 1);
-        res.writeHead(503).end('not yet');
-      } else if (this.failures > 0) {
-        this.failures -= 1;
-        res.writeHead(500).end('nope');
-      } else res.writeHead(204).end();
-    });
-  });
-  url = '';
-  async start(): Promise<void> {
-    await new Promise<void>((resolve) => this.server.listen(0, '127.0.0.1', () => resolve()));
-    this.url = `http://127.0.0.1:${(this.server.address() as AddressInfo).port}/hook`;
-  }
-  events(): Array<{ id: string; type: string; device_id?: string; data: Record<string, unknown> }> {
-    return this.received.map((r) => JSON.parse(r.body));
-  }
-  close(): Promise<void> {
-    this.server.closeAllConnections();
-    return new Promise((resolve) => this.server.close(() => resolve()));
-  }
-}
+/** The events a receiver got, parsed, in arrival order. */
+const eventsOf = (receiver: WebhookReceiver) => receiver.received.map((d) => d.event);
 
 let nats: PrivateNats;
 let testDb: TestDb;
@@ -182,10 +142,9 @@ describe('endpoints', () => {
 });
 
 describe('deliveries', () => {
-  let receiver: Receiver;
+  let receiver: WebhookReceiver;
   beforeEach(async () => {
-    receiver = new Receiver();
-    await receiver.start();
+    receiver = await new WebhookReceiver().start();
   });
   afterEach(() => receiver.close());
 
@@ -194,8 +153,7 @@ describe('deliveries', () => {
     const noPermission = partner([], [4]);
     const outOfScope = partner(['health_read'], [5]);
     const hook = await createHook(allowed, receiver.url, ['device.connected']);
-    const other = new Receiver();
-    await other.start();
+    const other = await new WebhookReceiver().start();
     await createHook(noPermission, other.url, ['device.connected']);
     await createHook(outOfScope, other.url, ['device.connected']);
     const id = device([1, 4, 9]);
@@ -232,7 +190,7 @@ describe('deliveries', () => {
       const reply = (await call('events.delivery.list', p, { params: { webhook_id: hook.id }, query: { state: 'dead' } })) as unknown as { body: { deliveries: Array<Record<string, unknown>> } };
       return reply.body.deliveries[0];
     }, { timeoutMs: 10_000 });
-    expect(dead).toMatchObject({ attempts: 5, state: 'dead', next_attempt_at: null, last_attempt: { status: 500 } });
+    expect(dead).toMatchObject({ attempts: 5, state: 'dead', next_attempt_at: null, last_attempt: { status: 503, error: 'the receiver answered 503' } });
     // Redelivered by hand, it goes out again once the receiver is back.
     receiver.failures = 0;
     const before = receiver.received.length;
@@ -251,13 +209,13 @@ describe('deliveries', () => {
     const second = await publish('device.disconnected', slow, { status: 'disconnected', status_changed_at: new Date().toISOString() });
     const third = await publish('device.connected', slow, connected());
     const others = await publish('device.connected', quick, connected());
-    await waitFor(() => new Set(receiver.events().map((e) => e.id)).size === 4, { what: 'every event', timeoutMs: 10_000 });
+    await waitFor(() => new Set(eventsOf(receiver).map((e) => e.id)).size === 4, { what: 'every event', timeoutMs: 10_000 });
     const order = [first.event.id, second, third];
-    const slowAttempts = receiver.events().filter((e) => e.device_id === slow).map((e) => order.indexOf(e.id));
+    const slowAttempts = eventsOf(receiver).filter((e) => e.device_id === slow).map((e) => order.indexOf(e.id));
     // Every attempt of a later event of the device came after the earlier ones were through.
     expect([...slowAttempts].sort()).toEqual(slowAttempts);
     expect(slowAttempts).toEqual([0, 0, 0, 1, 2]);
-    expect(receiver.events().map((e) => e.id)).toContain(others);
+    expect(eventsOf(receiver).map((e) => e.id)).toContain(others);
   }, 20_000);
 
   it('sends a test event whatever the endpoint subscribes to', async () => {
@@ -266,7 +224,7 @@ describe('deliveries', () => {
     const reply = await call('events.webhook.test', p, { params: { webhook_id: hook.id } });
     expect(reply).toMatchObject({ ok: true, status: 202, body: { event_type: 'webhook.test', state: 'pending' } });
     await waitFor(() => receiver.received.length === 1);
-    expect(receiver.events()[0]).toMatchObject({ type: 'webhook.test', version: 1, data: { webhook_id: hook.id } });
+    expect(eventsOf(receiver)[0]).toMatchObject({ type: 'webhook.test', version: 1, data: { webhook_id: hook.id } });
   });
 
   it('signs with both secrets during a rotation', async () => {
