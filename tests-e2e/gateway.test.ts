@@ -5,7 +5,7 @@ const ALL_PERMISSIONS = [
   'state_read', 'health_read', 'device_provisioning', 'device_removal', 'system_read', 'system_control', 'system_destructive',
   'file_upload', 'file_delete', 'config_read', 'config_write', 'profile_manage', 'signal_manage', 'raw_commands',
   'predefined_commands', 'relaxed_caps', 'automation_control', 'energy_read', 'energy_reset', 'access_all_devices',
-  'raw_mqtt_devices', 'raw_mqtt_global',
+  'raw_mqtt_devices', 'raw_mqtt_global', 'events_read', 'webhook_manage',
 ];
 
 describe('GET /v1/account', () => {

@@ -108,7 +108,11 @@ function send(port: number, req: WireRequest): Promise<WireAnswer> {
     // Not end(): a half-closed connection would make the gateway drop the answer; Connection: close ends it.
     const socket = net.connect(port, '127.0.0.1', () => socket.write(serialize(req)));
     socket.setTimeout(20_000, () => finish(new Error('timed out')));
-    socket.on('data', (c: Buffer) => chunks.push(c));
+    socket.on('data', (c: Buffer) => {
+      chunks.push(c);
+      // A live event stream (GET /v1/events) never ends by itself: its head is the answer, and the client leaves.
+      if (/\r\ncontent-type: text\/event-stream(?:\r\n[\s\S]*?)?\r\n\r\n/i.test(Buffer.concat(chunks).toString('latin1'))) finish();
+    });
     // The gateway may answer and close before reading all of a refused request: what arrived counts.
     socket.on('error', (err) => finish(err));
     socket.on('end', () => finish());

@@ -4,6 +4,7 @@ import type { Bus, Logger } from '@fleet/service-kit';
 import type { Authenticator } from './auth/authenticator';
 import type { GatewayConfig } from './config';
 import { createApp } from './http/app';
+import { OpenStreams } from './http/stream';
 import { RequestValidator } from './http/request-validation';
 import { RouteMatcher } from './http/route-matcher';
 import { IdempotencyStore } from './idempotency';
@@ -22,6 +23,10 @@ export interface GatewayParts {
   redis: Redis;
   bus: Bus;
   logger: Logger;
+  /** The live event streams, to end on shutdown; default a set of the app's own. */
+  streams?: OpenStreams;
+  /** The upstream head and idle timeouts of event streams; default STREAM_HEAD_TIMEOUT_MS and STREAM_IDLE_MS. */
+  streamTimeouts?: { headMs: number; idleMs: number };
 }
 
 /** Wires the express app from the route table and its collaborators. */
@@ -45,6 +50,8 @@ export function createGatewayApp(parts: GatewayParts) {
       logger: logger.child({ component: 'http' }),
       outcomeGraceMs: config.BUS_OUTCOME_GRACE_MS,
       commitWaitMs: config.BUS_COMMIT_WAIT_MS,
+      streams: parts.streams ?? new OpenStreams(),
+      ...(parts.streamTimeouts ? { streamTimeouts: parts.streamTimeouts } : {}),
     },
     {
       requireTls: config.GATEWAY_REQUIRE_TLS,

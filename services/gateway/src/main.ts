@@ -9,7 +9,9 @@ import { AuthChangeListener } from './auth/change-listener';
 import { Authenticator } from './auth/authenticator';
 import { readGatewayConfig } from './config';
 import { createGatewayApp } from './gateway';
+import { gatewayHandlers } from './handlers/bus-handlers';
 import { answerClientErrors } from './http/app';
+import { OpenStreams } from './http/stream';
 import { routes } from './routes/table';
 import { findKey } from './store/partners';
 import { MIGRATIONS_DIR } from './migrations';
@@ -39,7 +41,13 @@ async function main(): Promise<void> {
   await listener.start();
   runtime.onClose(() => listener.stop());
 
-  const app = createGatewayApp({ config, routes, authenticator, redis, bus, logger });
+  // Other services' questions about partners (the events service: who may receive what).
+  bus.serveAll(gatewayHandlers({ db }));
+
+  // Live event streams stay open until the partner leaves: on shutdown they are ended (the
+  // partner reconnects elsewhere with Last-Event-ID) so the server can close.
+  const streams = new OpenStreams();
+  const app = createGatewayApp({ config, routes, authenticator, redis, bus, logger, streams });
 
   const tls = config.TLS_CERT_FILE && config.TLS_KEY_FILE;
   const server = tls
@@ -51,7 +59,11 @@ async function main(): Promise<void> {
     server.once('error', reject);
     server.listen(config.GATEWAY_PORT, config.GATEWAY_HOST, () => resolve());
   });
-  runtime.onClose(() => new Promise<void>((resolve) => server.close(() => resolve())), 'intake');
+  runtime.onClose(() => {
+    const closed = new Promise<void>((resolve) => server.close(() => resolve()));
+    streams.endAll();
+    return closed;
+  }, 'intake');
   const port = (server.address() as AddressInfo).port;
   runtime.ready({ port, tls: Boolean(tls) });
 }

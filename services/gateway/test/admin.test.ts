@@ -28,7 +28,8 @@ const created = async (...flags: string[]) => {
 describe('partner permissions and scope', () => {
   it('--permissions all leaves out access_all_devices and the internal raw MQTT permissions', async () => {
     const p = await created('--permissions', 'all', '--grant', '7');
-    expect(p.permissions).toHaveLength(19);
+    expect(p.permissions).toHaveLength(21);
+    expect(p.permissions).toEqual(expect.arrayContaining(['events_read', 'webhook_manage']));
     expect(p.permissions).not.toContain('access_all_devices');
     expect(p.permissions).not.toContain('raw_mqtt_devices');
     expect(p.permissions).not.toContain('raw_mqtt_global');
@@ -37,7 +38,7 @@ describe('partner permissions and scope', () => {
 
   it('grants the left-out permissions only when named', async () => {
     const p = await created('--permissions', 'all,raw_mqtt_devices', '--access-all-devices');
-    expect(p.permissions).toHaveLength(21);
+    expect(p.permissions).toHaveLength(23);
     expect(p.permissions).toContain('access_all_devices');
     expect(p.permissions).toContain('raw_mqtt_devices');
     expect(p.permissions).not.toContain('raw_mqtt_global');

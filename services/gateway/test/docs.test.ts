@@ -3,6 +3,7 @@ import { statSync } from 'node:fs';
 import type { AddressInfo } from 'node:net';
 import type { Server } from 'node:http';
 import express from 'express';
+import { PARTNER_EVENT_TYPES, permissionToReceive, WEBHOOK_TEST_TYPE } from '@fleet/contracts';
 import { CHANGELOG, docsRouter } from '../src/docs';
 import { buildOpenApiDocument, ERROR_CODES } from '../src/openapi';
 import { routes } from '../src/routes/table';
@@ -107,6 +108,32 @@ describe('docsRouter', () => {
     expect(policy.get('style-src')).toEqual([sha256(styles[0]?.body ?? '')]);
     expect(html).not.toMatch(/<script\b/i);
     expectNoExternalResources(html);
+  });
+
+  it('explains push events in the guide: the envelope, every type with its permission, webhooks and the live stream', async () => {
+    const html = await (await get('/docs')).text();
+    expect(html).toContain('<section id="push-events">');
+    expect(html).toContain('href="#push-events"');
+    const section = html.slice(html.indexOf('<section id="push-events">'), html.indexOf('</section>', html.indexOf('<section id="push-events">')));
+    for (const type of [...PARTNER_EVENT_TYPES, WEBHOOK_TEST_TYPE]) expect(section).toContain(`<code>${type}</code>`);
+    for (const type of PARTNER_EVENT_TYPES) {
+      const permission = permissionToReceive(type);
+      const line = section.split('\n').find((l) => l.includes(`<td><code>${type}</code></td>`)) ?? '';
+      expect({ type, line: line.includes(permission === null ? 'none' : `<code>${permission}</code>`) }).toEqual({ type, line: true });
+    }
+    for (const text of [
+      'evt_', 'occurred_at', 'within 5 seconds', 'POST /v1/webhooks', 'shown only in this answer', 'rotate-secret', 'previous_expires_in_s',
+      'standardwebhooks', 'new Webhook(', 'wh.verify(', 'webhook-id', 'webhook-timestamp', 'webhook-signature', 'whsec_', 'HMAC-SHA256',
+      'within 10 seconds', 'a redirect', 'at least once', '11 attempts', '5 s, 5 min, 30 min, 2 h, 5 h, 10 h, 10 h, 10 h, 10 h, 14 h', 'about 2.6 days', '<code>dead</code>',
+      'in the order they happened', '/deliveries', '/redeliver', '/test', 'private, loopback or link-local', 'npm start', 'loopback receivers',
+      'curl -N', 'GET /v1/events', 'types=', '<code>device_id</code>', 'Last-Event-ID', 'last_event_id', '7 days', ': keep-alive', 'every 15 seconds',
+      'At most 5 streams', '20 webhook endpoints', '30 days',
+    ]) {
+      expect({ text, found: section.includes(text) }).toEqual({ text, found: true });
+    }
+    // The verifying example is five lines.
+    const verify = /<pre><code>(import \{ Webhook \}[\s\S]*?)<\/code><\/pre>/.exec(section)?.[1] ?? '';
+    expect(verify.split('\n')).toHaveLength(5);
   });
 
   it('serves the Redoc reference with the document embedded and only same-origin scripts', async () => {

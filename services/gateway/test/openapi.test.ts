@@ -1,3 +1,4 @@
+import { describePartnerEvent, PARTNER_EVENT_TYPES, permissionToReceive, WEBHOOK_TEST_TYPE } from '@fleet/contracts';
 import { testSubject } from '@fleet/test-kit';
 import SwaggerParser from '@apidevtools/swagger-parser';
 import { buildOpenApiDocument, deriveErrors } from '../src/openapi';
@@ -365,5 +366,136 @@ describe('buildOpenApiDocument', () => {
       '500 internal_error',
       '503 service_unavailable',
     ]);
+  });
+});
+
+describe('push events in the document', () => {
+  const webhooks = obj(doc.webhooks);
+  const parameter = (ref: unknown): Json => deref(ref);
+
+  it('has one webhook per catalog type plus the test event, each a POST of the envelope with its type and data', () => {
+    expect(Object.keys(webhooks)).toEqual([...PARTNER_EVENT_TYPES, WEBHOOK_TEST_TYPE]);
+    const ids = new Set<string>();
+    const allOperationIds = new Set(allRoutes.map((r) => r.operationId));
+    for (const type of [...PARTNER_EVENT_TYPES, WEBHOOK_TEST_TYPE]) {
+      const item = obj(webhooks[type]);
+      expect(Object.keys(item)).toEqual(['post']);
+      const post = obj(item.post);
+      const id = String(post.operationId);
+      expect(ids.has(id) || allOperationIds.has(id)).toBe(false);
+      ids.add(id);
+      expect(post.tags).toEqual(['Events']);
+      expect(post.security).toEqual([]);
+
+      const schema = obj(obj(obj(obj(post.requestBody).content)['application/json']).schema);
+      expect(schema.required).toEqual(['id', 'type', 'version', 'occurred_at', 'data']);
+      const properties = obj(schema.properties);
+      expect(obj(properties.type).const).toBe(type);
+      expect(obj(properties.version).const).toBe(1);
+      expect(obj(properties.id).pattern).toBe('^evt_[0-9a-f]{32}$');
+      expect(obj(properties.occurred_at).format).toBe('date-time');
+      expect(obj(properties.device_id).pattern).toBe('^[0-9A-F]{12}$');
+      if (type !== WEBHOOK_TEST_TYPE) expect(properties.data).toEqual(describePartnerEvent(type as (typeof PARTNER_EVENT_TYPES)[number]).data);
+
+      // The Standard Webhooks headers, documented.
+      const headers = (post.parameters as unknown[]).map(parameter);
+      expect(headers.map((h) => [h.name, h.in, h.required])).toEqual([
+        ['webhook-id', 'header', true],
+        ['webhook-timestamp', 'header', true],
+        ['webhook-signature', 'header', true],
+      ]);
+      const signature = String(headers[2]?.description);
+      expect(signature).toContain('`v1,');
+      expect(signature).toContain('HMAC-SHA256');
+      expect(signature).toContain('<webhook-id>.<webhook-timestamp>.<body>');
+      expect(signature).toContain('whsec_');
+      expect(signature).toContain('space-separated');
+
+      // A 2xx means received.
+      expect(Object.keys(obj(post.responses))).toEqual(['2XX']);
+      expect(String(obj(obj(post.responses)['2XX']).description)).toMatch(/^Received/);
+    }
+  });
+
+  it('names the permission each type needs in its description', () => {
+    for (const type of PARTNER_EVENT_TYPES) {
+      const post = obj(obj(webhooks[type]).post);
+      const permission = permissionToReceive(type);
+      expect(post['x-required-permission']).toBe(permission);
+      expect(String(post.description)).toContain(describePartnerEvent(type).description);
+      expect(String(post.description)).toContain(permission === null ? '**Permission to receive:** none beyond the device being in your scope' : `**Permission to receive:** \`${permission}\``);
+    }
+    expect(String(obj(obj(webhooks[WEBHOOK_TEST_TYPE]).post).description)).toContain('POST /v1/webhooks/{webhook_id}/test');
+  });
+
+  it('describes the live stream’s 200 as text/event-stream, with Last-Event-ID, the filters and its refusals', () => {
+    const op = operation('/v1/events', 'get');
+    expect(op['x-required-permission']).toBe('events_read');
+    expect(statuses(op)).toEqual([200, 400, 401, 403, 404, 429, 500, 503]);
+    const ok = obj(responses(op)['200']);
+    expect(Object.keys(obj(ok.content))).toEqual(['text/event-stream']);
+    const media = obj(obj(ok.content)['text/event-stream']);
+    expect(obj(media.schema).type).toBe('string');
+    expect(String(media.example)).toMatch(/^id: \d+\nevent: device\.connected\ndata: \{/);
+    expect(headerNames(op, 200)).toEqual(expect.arrayContaining(['X-Request-Id', 'Cache-Control', 'RateLimit-Limit', 'X-Accel-Buffering']));
+    const params = (op.parameters as unknown[]).map(deref);
+    expect(params.map((p) => [p.in, p.name])).toEqual([
+      ['query', 'types'],
+      ['query', 'device_id'],
+      ['query', 'last_event_id'],
+      ['header', 'Last-Event-ID'],
+    ]);
+    const types = new RegExp(String(obj(params[0]?.schema).pattern));
+    expect(types.test(PARTNER_EVENT_TYPES.join(','))).toBe(true);
+    expect(types.test('device.connected')).toBe(true);
+    expect(types.test('device.connected,nope.nope')).toBe(false);
+    expect(types.test(WEBHOOK_TEST_TYPE)).toBe(false);
+    expect(codesAt(op, 404)).toEqual(['not_found']);
+    expect(String(obj(responses(op)['429']).description)).toContain('5 open streams');
+    expect(String(op.description)).toContain('**Streaming:**');
+    expect(obj(obj(components.headers)['Cache-Control']).schema).toEqual({ type: 'string', enum: ['no-store', 'no-cache'] });
+  });
+
+  it('documents the webhook routes: webhook_manage, Location on creation, limit_reached, not_found for another partner’s id', () => {
+    const rows = tableRoutes.filter((r) => r.path.startsWith('/v1/webhooks'));
+    expect(rows.map((r) => `${r.method} ${r.path}`).sort()).toEqual(
+      [
+        'POST /v1/webhooks',
+        'GET /v1/webhooks',
+        'GET /v1/webhooks/{webhook_id}',
+        'PATCH /v1/webhooks/{webhook_id}',
+        'DELETE /v1/webhooks/{webhook_id}',
+        'POST /v1/webhooks/{webhook_id}/rotate-secret',
+        'POST /v1/webhooks/{webhook_id}/test',
+        'GET /v1/webhooks/{webhook_id}/deliveries',
+        'POST /v1/webhooks/{webhook_id}/deliveries/{delivery_id}/redeliver',
+      ].sort(),
+    );
+    for (const r of rows) {
+      expect(r.permission).toBe('webhook_manage');
+      expect(r.tag).toBe('Events');
+      if (r.path.includes('{webhook_id}')) expect(codesAt(operation(r.path, r.method.toLowerCase()), 404)).toEqual(['not_found']);
+    }
+    const create = operation('/v1/webhooks', 'post');
+    expect(statuses(create)).toEqual([201, 400, 401, 403, 409, 413, 415, 422, 429, 500, 503]);
+    expect(headerNames(create, 201)).toEqual(expect.arrayContaining(['Location', 'Idempotent-Replayed']));
+    expect(codesAt(create, 403)).toEqual(['forbidden', 'limit_reached']);
+    expect(obj(obj(obj(obj(responses(create)['201']).content)['application/json']).schema).required).toContain('secret');
+    const body = obj(obj(obj(obj(create.requestBody).content)['application/json']).schema);
+    expect(body.required).toEqual(['url', 'event_types']);
+    expect(obj(obj(body.properties).url)).toMatchObject({ type: 'string', format: 'uri', maxLength: 2048 });
+    expect(obj(obj(obj(body.properties).event_types).items).enum).toEqual([...PARTNER_EVENT_TYPES]);
+    const rotate = operation('/v1/webhooks/{webhook_id}/rotate-secret', 'post');
+    expect(obj(rotate.requestBody).required).toBe(false);
+    expect(statuses(operation('/v1/webhooks/{webhook_id}', 'delete'))).toContain(204);
+    const redeliver = operation('/v1/webhooks/{webhook_id}/deliveries/{delivery_id}/redeliver', 'post');
+    expect(((redeliver.parameters as unknown[]) ?? []).map(deref).map((p) => [p.name, obj(p.schema).pattern])).toEqual([
+      ['webhook_id', '^wh_[0-9a-f]{32}$'],
+      ['delivery_id', '^dlv_[0-9a-f]{32}$'],
+    ]);
+    const deliveries = obj(obj(obj(obj(obj(responses(operation('/v1/webhooks/{webhook_id}/deliveries', 'get'))['200']).content)['application/json']).schema).properties);
+    const delivery = obj(obj(deliveries.deliveries).items);
+    expect(delivery.required).toEqual(['id', 'webhook_id', 'event_id', 'event_type', 'device_id', 'state', 'attempts', 'next_attempt_at', 'last_attempt', 'created_at', 'delivered_at', 'event']);
+    expect(obj(deliveries.next_cursor).type).toEqual(['string', 'null']);
   });
 });

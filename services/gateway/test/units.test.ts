@@ -1,4 +1,5 @@
-import { testSubject } from '@fleet/test-kit';
+import { principal, testSubject } from '@fleet/test-kit';
+import { accountBody } from '../src/handlers/account';
 import { bearerToken, Authenticator } from '../src/auth/authenticator';
 import { generateApiKey, hashSecret, parseApiKey, secretMatches } from '../src/domain/api-key';
 import { parseChannels, parsePermissions, permissionMap } from '../src/domain/partner-settings';
@@ -60,16 +61,24 @@ describe('API keys', () => {
 describe('partner settings', () => {
   it('parses permission and channel lists strictly', () => {
     expect(parsePermissions('energy_read, state_read')).toEqual(['state_read', 'energy_read']);
-    expect(parsePermissions('all')).toHaveLength(19);
+    expect(parsePermissions('all')).toHaveLength(21);
+    expect(parsePermissions('all')).toEqual(expect.arrayContaining(['events_read', 'webhook_manage']));
     expect(parsePermissions('all')).not.toEqual(expect.arrayContaining(['access_all_devices']));
     expect(parsePermissions('all')).not.toContain('raw_mqtt_devices');
     expect(parsePermissions('all')).not.toContain('raw_mqtt_global');
-    expect(parsePermissions('all,raw_mqtt_devices')).toHaveLength(20);
+    expect(parsePermissions('all,raw_mqtt_devices')).toHaveLength(22);
+    expect(parsePermissions('webhook_manage,events_read')).toEqual(['events_read', 'webhook_manage']);
     expect(parsePermissions('state_read,all')).toEqual(parsePermissions('all'));
     expect(() => parsePermissions('state_read,admin')).toThrow(/admin/);
     expect(parseChannels('sound,light1')).toEqual(['light1', 'sound']);
     expect(() => parseChannels('light4')).toThrow(/light4/);
     expect(Object.values(permissionMap(['state_read'])).filter(Boolean)).toHaveLength(1);
+  });
+
+  it('shows the push event permissions in the account like every other', () => {
+    const partner = accountBody(principal({ permissions: ['events_read', 'state_read'] })).partner as { permissions: Record<string, boolean> };
+    expect(partner.permissions).toMatchObject({ events_read: true, webhook_manage: false, state_read: true, health_read: false });
+    expect(Object.keys(partner.permissions).slice(-2)).toEqual(['events_read', 'webhook_manage']);
   });
 });
 

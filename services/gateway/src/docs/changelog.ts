@@ -27,6 +27,7 @@ export const CHANGELOG: readonly ChangelogEntry[] = [
       'Platform files: multipart upload with an audio check for .mp3 (`POST /v1/system/files`), list (`GET /v1/system/files`) and delete (`DELETE /v1/system/files?dir=&name=`).',
       'File push: `POST /v1/devices/{device_id}/files` creates a transfer to poll at `GET /v1/devices/{device_id}/files/{transfer_id}`; `GET /v1/devices/{device_id}/files` lists a device’s transfers.',
       'Raw MQTT for internal keys: `POST` and `GET /v1/system/mqtt/messages`.',
+      'Push events: webhook endpoints signed the Standard Webhooks way (`/v1/webhooks`: create, list, update, delete, rotate the secret with an overlap, test, delivery log and redeliver; permission `webhook_manage`) and the live stream of Server-Sent Events with resume by `Last-Event-ID` (`GET /v1/events`; permission `events_read`); every event type, its data and the permission to receive it in the `webhooks` section of the OpenAPI document.',
       'Machine-readable description at `/openapi.json` (OpenAPI 3.1, document version 1.0.0), the quick-start guide at `/docs`, the full reference at `/docs_adv` and this changelog.',
     ],
   },

@@ -1,6 +1,7 @@
-import { CHANNELS, PERMISSIONS } from '@fleet/contracts';
+import { CHANNELS, describePartnerEvent, PARTNER_EVENT_TYPES, PERMISSIONS, permissionToReceive, WEBHOOK_TEST_TYPE } from '@fleet/contracts';
 import { MAX_BODY_DEPTH } from '../http/request-validation';
 import { API_DOCUMENT_VERSION } from '../openapi/build';
+import { MAX_OPEN_STREAMS, MAX_WEBHOOKS } from '../routes/events';
 import { TIME_RANGE_TEXT } from '../routes/schemas';
 import { ERROR_CODES, PERMISSION_GRANTS } from '../openapi/reference';
 import { escapeHtml, inlineCode, page } from './html';
@@ -44,6 +45,29 @@ const SAMPLE_ERROR = JSON.stringify(
 
 const row = (cells: string[]): string => `<tr>${cells.map((c) => `<td>${c}</td>`).join('')}</tr>`;
 
+const SAMPLE_EVENT = JSON.stringify(
+  {
+    id: 'evt_5f0c2a9e7b4d4c1f9a3e8d6b2c1f0e9d',
+    type: 'device.disconnected',
+    version: 1,
+    occurred_at: '2026-11-26T09:14:03.512Z',
+    device_id: '0A1B2C3D4E5F',
+    data: { status: 'disconnected', status_changed_at: '2026-11-26T09:14:03.512Z' },
+  },
+  null,
+  2,
+);
+
+/** When each attempt of a webhook delivery is made, after the one before (the first at once). */
+export const RETRY_SCHEDULE = ['at once', '5 s', '5 min', '30 min', '2 h', '5 h', '10 h', '10 h', '10 h', '10 h', '14 h'] as const;
+
+/** The receiver of the guide: verifying with the standardwebhooks package (5 lines). */
+const VERIFY_EXAMPLE = `import { Webhook } from 'standardwebhooks';
+const wh = new Webhook(process.env.WEBHOOK_SECRET); // the whsec_… secret of the endpoint
+app.post('/fleet-events', express.raw({ type: 'application/json' }), (req, res) => {
+  try { handle(wh.verify(req.body, req.headers)); res.sendStatus(204); } catch { res.sendStatus(400); }
+});`;
+
 /** The quick-start guide for partners, served at /docs. */
 export function renderGuide(baseUrl: string, links: GuideLinks): string {
   const base = escapeHtml(baseUrl);
@@ -52,6 +76,13 @@ export function renderGuide(baseUrl: string, links: GuideLinks): string {
   const changelog = escapeHtml(links.changelog);
 
   const permissionRows = PERMISSIONS.map((p) => row([`<code>${escapeHtml(p)}</code>`, inlineCode(PERMISSION_GRANTS[p])])).join('\n');
+  const eventRows = [
+    ...PARTNER_EVENT_TYPES.map((type) => {
+      const permission = permissionToReceive(type);
+      return row([`<code>${escapeHtml(type)}</code>`, permission === null ? 'none (the device in scope is enough)' : `<code>${escapeHtml(permission)}</code>`, inlineCode(describePartnerEvent(type).description)]);
+    }),
+    row([`<code>${escapeHtml(WEBHOOK_TEST_TYPE)}</code>`, 'none', 'Webhooks only: sent to one endpoint when you ask for it (<code>POST /v1/webhooks/{webhook_id}/test</code>); no <code>device_id</code>.']),
+  ].join('\n');
   const errorRows = ERROR_CODES.map((e) =>
     row([e.status === 500 ? '5xx' : String(e.status), e.code.startsWith('(') ? escapeHtml(e.code) : `<code>${escapeHtml(e.code)}</code>`, inlineCode(e.meaning)]),
   ).join('\n');
@@ -73,6 +104,7 @@ export function renderGuide(baseUrl: string, links: GuideLinks): string {
 <li><a href="#light-commands">Light commands and effects</a></li>
 <li><a href="#alerting">Temperature alerting</a></li>
 <li><a href="#files">System interface and file push</a></li>
+<li><a href="#push-events">Push events</a></li>
 <li><a href="#versioning">Versioning</a></li>
 <li><a href="#more">Reference</a></li>
 </ul>
@@ -301,6 +333,65 @@ Location: /v1/devices/0A1B2C3D4E5F/files/xf_3a9e…
 curl -sS "$BASE_URL/v1/devices/0A1B2C3D4E5F/files?state=failed" -H "Authorization: Bearer $API_KEY"</code></pre>
 <p><strong>Settings.</strong> <code>PUT /v1/devices/{device_id}/system/settings/volume</code> <code>{"value": 40}</code> publishes <code>set&gt;volume=40</code>; it applies at the next reboot. A secret key (one containing <code>pass</code>, <code>pwd</code>, <code>key</code>, <code>token</code>, <code>secret</code> or <code>psk</code>) is sealed for the device: the 202 and the acknowledgement carry <code>enc1:…</code>, never your value; when the device cannot open it the answer is <code>409 encryption_unavailable</code> and nothing is sent. Connection and identity keys (<code>mqttUser</code>, <code>mqttPass</code>, <code>devId</code>, <code>topicRoot</code>, <code>host</code>, <code>tlsMode</code>, <code>mqttPort</code>, <code>caCertFile</code>) are destructive.</p>
 <p><strong>The response feed.</strong> <code>GET /v1/devices/{device_id}/system/responses</code> returns the last ten minutes oldest first, or rows from <code>since</code>; keep the <code>next_cursor</code> and pass it back as <code>cursor</code>: a cursor never skips a row.</p>
+</section>
+
+<section id="push-events">
+<h2>Push events</h2>
+<p>Instead of polling, let the platform tell you when something happens to your devices: a light connects or disconnects, a device is provisioned, moved or removed, an alert level changes, a device acknowledges a command, a file transfer settles, meter records arrive. Events come two ways: <strong>webhooks</strong> (the platform POSTs each event to your HTTPS endpoint; permission <code>webhook_manage</code> to manage them) and the <strong>live stream</strong> (<code>GET /v1/events</code>, Server-Sent Events; permission <code>events_read</code>). Both carry the same events in the same envelope.</p>
+<h3 id="event-envelope">The event</h3>
+<pre><code>${escapeHtml(SAMPLE_EVENT)}</code></pre>
+<ul>
+<li><code>id</code>: <code>evt_</code> and 32 hexadecimal characters, the same wherever and however often the event reaches you: deduplicate on it.</li>
+<li><code>type</code>: one of the types below; <code>version</code>: the version of its <code>data</code> (1). A type's <code>data</code> may gain fields (ignore the ones you do not know); a change that removes or retypes one comes as a new version.</li>
+<li><code>occurred_at</code>: when it happened; <code>device_id</code>: the device it is about; <code>data</code>: what happened (its schema per type is in the <a href="${ref}">reference</a>, section Webhooks).</li>
+</ul>
+<h3 id="event-types">Types and permissions</h3>
+<table>
+<thead><tr><th scope="col">Type</th><th scope="col">Permission to receive it</th><th scope="col">Meaning</th></tr></thead>
+<tbody>
+${eventRows}
+</tbody>
+</table>
+<p><strong>Who receives what.</strong> You receive an event when its device was in your scope at the time of the event, and only of the types your permissions allow (a key without <code>energy_read</code> receives no <code>meter.records_stored</code>, even on an endpoint that subscribes to it). A change to your permissions or organization grants takes effect within 5 seconds.</p>
+<h3 id="webhooks">Webhooks</h3>
+<p><strong>1. Create an endpoint</strong> with the types it wants (send an <code>Idempotency-Key</code> so a retry does not create two):</p>
+<pre><code>curl -sS -X POST "$BASE_URL/v1/webhooks" \\
+  -H "Authorization: Bearer $API_KEY" -H "Content-Type: application/json" \\
+  -H "Idempotency-Key: webhook-ops-1" \\
+  -d '{"url": "https://hooks.example.com/fleet-events", "event_types": ["device.connected", "device.disconnected"], "description": "Ops board"}'</code></pre>
+<pre><code>201 Created
+Location: /v1/webhooks/wh_0c9a…
+{"id": "wh_0c9a…", "url": "https://hooks.example.com/fleet-events", "event_types": ["device.connected", "device.disconnected"],
+ "description": "Ops board", "enabled": true, "created_at": "…", "updated_at": "…", "secret": "whsec_…"}</code></pre>
+<p>The <code>secret</code> is shown only in this answer: store it now. <code>GET /v1/webhooks</code> lists your endpoints, <code>PATCH /v1/webhooks/{webhook_id}</code> changes any of <code>url</code>, <code>event_types</code>, <code>description</code> and <code>enabled</code>, <code>DELETE</code> removes one (its pending deliveries are dropped).</p>
+<p><strong>2. Verify every delivery.</strong> Each one is a <code>POST</code> of the event as JSON with the Standard Webhooks headers (standardwebhooks.com) <code>webhook-id</code> (the event's <code>id</code>), <code>webhook-timestamp</code> (Unix seconds) and <code>webhook-signature</code> (<code>v1,</code> and the base64 HMAC-SHA256 of <code>&lt;webhook-id&gt;.&lt;webhook-timestamp&gt;.&lt;body&gt;</code>, keyed with the base64-decoded part of the secret after <code>whsec_</code>). The <code>standardwebhooks</code> npm package checks all of it, the timestamp included; verify the body exactly as received, before parsing it. With Express:</p>
+<pre><code>${escapeHtml(VERIFY_EXAMPLE)}</code></pre>
+<p><code>verify</code> throws unless one signature matches and the timestamp is within 5 minutes of your clock, and returns the event; <code>handle</code> is yours: queue the event and return.</p>
+<p><strong>3. Answer fast.</strong> A <code>2xx</code> within 10 seconds is success. Anything else, a redirect, a timeout or a refused connection included, is a failure and the delivery is tried again: ${RETRY_SCHEDULE.length} attempts in all, ${escapeHtml(RETRY_SCHEDULE[0])}, then after ${RETRY_SCHEDULE.slice(1).map((d) => escapeHtml(d)).join(', ')} (about 2.6 days); after the last failure the delivery is <code>dead</code>. Deliveries are at least once, so the same event can arrive twice: deduplicate on <code>webhook-id</code>. Per endpoint, the events of one device arrive in the order they happened. Queue the work and answer at once.</p>
+<p><strong>Rotate the secret</strong> with <code>POST /v1/webhooks/{webhook_id}/rotate-secret</code>, optionally <code>{"previous_expires_in_s": 3600}</code> (0 to 604800; default 86400): the answer holds the new secret and <code>previous_secret_expires_at</code>. Until then each delivery carries two space-separated signatures, one per secret, and the package accepts either: deploy the new secret, and nothing is lost.</p>
+<p><strong>Delivery log.</strong> <code>GET /v1/webhooks/{webhook_id}/deliveries</code> lists an endpoint's deliveries newest first (<code>state</code> = <code>pending</code>, <code>succeeded</code> or <code>dead</code>; <code>limit</code>; <code>cursor</code> from <code>next_cursor</code>) with their attempts: when, your status code, the error, how long it took. <code>POST /v1/webhooks/{webhook_id}/deliveries/{delivery_id}/redeliver</code> sends one again now with a fresh schedule, for example after you fixed your receiver. <code>POST /v1/webhooks/{webhook_id}/test</code> sends a <code>${escapeHtml(WEBHOOK_TEST_TYPE)}</code> event whatever the endpoint subscribes to: use it to check your signature code.</p>
+<p><strong>Receivers.</strong> An endpoint must be a public <code>https://</code> URL in production: plain <code>http</code>, URLs with credentials, and hosts that are or resolve to private, loopback or link-local addresses are refused with <code>400 validation_error</code> (the address is checked again at every delivery). A local fleet started with <code>npm start</code>, for development, also accepts plain <code>http</code> and loopback receivers such as <code>http://127.0.0.1:3000/fleet-events</code>.</p>
+<h3 id="event-stream">The live stream</h3>
+<p><code>GET /v1/events</code> answers <code>text/event-stream</code> and stays open: each event is a frame with <code>id:</code> (its position in the stream), <code>event:</code> (its type) and <code>data:</code> (the event as JSON), and a <code>: keep-alive</code> comment comes every 15 seconds. <code>curl -N</code> shows it as it arrives:</p>
+<pre><code>curl -N "$BASE_URL/v1/events?types=device.connected,device.disconnected" \\
+  -H "Authorization: Bearer $API_KEY"</code></pre>
+<pre><code>id: 184467
+event: device.disconnected
+data: {"id":"evt_5f0c…","type":"device.disconnected","version":1,"occurred_at":"…","device_id":"0A1B2C3D4E5F","data":{…}}
+
+: keep-alive
+</code></pre>
+<ul>
+<li>Filters: <code>types</code> (comma-separated, no spaces; default every type your permissions allow) and <code>device_id</code> (one device in your scope, else <code>404 not_found</code>). An unknown type is <code>400 validation_error</code>.</li>
+<li>Resume: after a disconnection reconnect with <code>Last-Event-ID: &lt;the last id you received&gt;</code> (an <code>EventSource</code> does it by itself), or <code>last_event_id=</code> in the query when your client cannot set headers; events after it, within the last 7 days, come first. Without either, the stream starts with new events.</li>
+<li>At most ${MAX_OPEN_STREAMS} streams per partner are open at once: one more is <code>429 rate_limited</code> with <code>Retry-After</code>. Opening a stream counts as one request against your rate limit; an open stream has no timeout.</li>
+<li>Read the stream from your servers, like every API call: never put your key in a browser.</li>
+</ul>
+<h3 id="event-limits">Limits</h3>
+<ul>
+<li>${MAX_WEBHOOKS} webhook endpoints per partner (<code>403 limit_reached</code>); ${MAX_OPEN_STREAMS} open streams per partner.</li>
+<li>The delivery log keeps 30 days; the stream can be resumed within 7 days.</li>
+</ul>
 </section>
 
 <section id="versioning">

@@ -10,6 +10,7 @@ import { routeId, type RouteDef } from '../routes/types';
 import { MAX_BODY_DEPTH, readJsonBody, withinDepth, type RequestValidator } from './request-validation';
 import { countRefusal } from './request-metrics';
 import { relayUpload } from './upload';
+import { relayStream, type OpenStreams } from './stream';
 import type { RouteMatcher } from './route-matcher';
 
 export interface PipelineDeps {
@@ -29,6 +30,10 @@ export interface PipelineDeps {
   outcomeGraceMs?: number;
   /** How long past the deadline it waits once the owning service said it is committing (BUS_COMMIT_WAIT_MS); default 0. */
   commitWaitMs?: number;
+  /** The live event streams open through this gateway (ended on shutdown). */
+  streams: OpenStreams;
+  /** The upstream head and idle timeouts of event streams (tests shorten them). */
+  streamTimeouts?: { headMs: number; idleMs: number };
 }
 
 /** Headers of a handler's answer that a replay repeats; per-request ones are written afresh. */
@@ -63,6 +68,16 @@ export function apiPipeline(deps: PipelineDeps) {
       await spend.requestWindow();
       checkPermission(route, principal);
       await relayUpload(deps, req, res, route, principal, requestId);
+      return;
+    }
+    if ('stream' in route.target) {
+      // Opening a stream spends one request, like any route; the stream itself has no timeout.
+      await spend.requestWindow();
+      checkPermission(route, principal);
+      const body = readJsonBody(route, req.get('Content-Type'), Buffer.isBuffer(req.body) ? req.body : Buffer.alloc(0));
+      const query = { ...(req.query as Record<string, unknown>) };
+      deps.validator.check(route, { params, query, body });
+      await relayStream(deps, req, res, route, params, query, principal, requestId);
       return;
     }
 
@@ -236,6 +251,7 @@ async function runRoute(
 
   if ('local' in route.target) return { status: 200, headers: {}, body: accountBody(principal) };
   if ('upload' in route.target) throw new TypeError(`${routeId(route)} streams its body: it is served by the upload pipeline`);
+  if ('stream' in route.target) throw new TypeError(`${routeId(route)} answers with a stream: it is served by the stream relay`);
   const idempotencyKey = route.idempotent ? req.get('Idempotency-Key') : undefined;
   const envelope = {
     request_id: requestId,

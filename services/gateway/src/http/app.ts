@@ -60,7 +60,9 @@ function conventions(logger: Logger) {
     if (!hop && !logger.isLevelEnabled('info')) return next();
     const started = performance.now();
     // One listener for the answer: its metrics, its span (when exported) and its access line.
-    res.on('finish', () => {
+    // A streamed answer the partner leaves before its end never finishes: its relay calls
+    // res.locals.answered when the connection closes (http/stream.ts).
+    const answered = (): void => {
       const route = (res.locals.routeTemplate as string | undefined) ?? (req.route as { path?: string } | undefined)?.path ?? 'unmatched';
       const ms = performance.now() - started;
       if (hop) countAnswer(route, req.method, res.statusCode, ms / 1000);
@@ -76,7 +78,9 @@ function conventions(logger: Logger) {
         { request_id: requestId, trace_id: hop?.context.traceId, method: req.method, path: req.path, status: res.statusCode, ms: Math.round(ms * 10) / 10, key_prefix: res.locals.keyPrefix },
         'request',
       );
-    });
+    };
+    res.on('finish', answered);
+    res.locals.answered = answered;
     if (hop) withWork({ trace: hop.context, requestId }, next);
     else next();
   };

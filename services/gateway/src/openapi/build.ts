@@ -1,6 +1,8 @@
+import { describePartnerEvent, PARTNER_EVENT_TYPES, permissionToReceive, WEBHOOK_TEST_TYPE } from '@fleet/contracts';
 import { MAX_BODY_DEPTH } from '../http/request-validation';
 import { LIMIT_CLASSES, type LimitClass } from '../limits/classes';
-import { deviceIdParam, errorSchema, TIME_RANGE_TEXT } from '../routes/schemas';
+import { MAX_OPEN_STREAMS, MAX_WEBHOOKS, partnerEventSchema, WEBHOOK_ID_PATTERN } from '../routes/events';
+import { deviceIdParam, errorSchema, STREAM_POSITION_PATTERN, TIME_RANGE_TEXT } from '../routes/schemas';
 import type { ErrorSpec, HttpMethod, JsonSchema, ResponseSpec, RouteDef } from '../routes/types';
 import { ERROR_CODES, LIMIT_CLASS_INFO } from './reference';
 
@@ -45,9 +47,9 @@ const HEADER_COMPONENTS: Readonly<Record<string, Record<string, unknown>>> = {
     schema: { type: 'string' },
   },
   'Cache-Control': {
-    description: 'Always `no-store`.',
+    description: '`no-store`; `no-cache` on the live event stream (`GET /v1/events`).',
     required: true,
-    schema: { type: 'string', enum: ['no-store'] },
+    schema: { type: 'string', enum: ['no-store', 'no-cache'] },
   },
   'RateLimit-Limit': {
     description: 'Your per-partner request limit per minute (account `rate_limits.requests_per_min`). Sent on every response to an authenticated request.',
@@ -89,6 +91,10 @@ const HEADER_COMPONENTS: Readonly<Record<string, Record<string, unknown>>> = {
     description: 'Points to the deprecation notice (`rel="deprecation"`).',
     schema: { type: 'string' },
   },
+  'X-Accel-Buffering': {
+    description: '`no`: proxies on the way must pass the stream on as it comes, never buffer it.',
+    schema: { type: 'string', enum: ['no'] },
+  },
 };
 
 const COMMON_HEADERS = ['X-Request-Id', 'Cache-Control'] as const;
@@ -107,13 +113,49 @@ const idempotencyKeyParameter = {
   schema: { type: 'string', minLength: 1, maxLength: 255, pattern: '^[\\x21-\\x7E]{1,255}$' },
 };
 
-const API_DESCRIPTION = `A partner-facing HTTP API for operating notification lights and energy meters: devices, light commands and effects, configuration, system and file tooling, and meter data.
+/** The `Last-Event-ID` request header of a stream route. */
+const lastEventIdParameter = {
+  name: 'Last-Event-ID',
+  in: 'header',
+  required: false,
+  description: 'Resume after this stream position: the `id:` of the last event you received (an EventSource sends it by itself when it reconnects). Wins over the `last_event_id` query parameter.',
+  schema: { type: 'string', pattern: STREAM_POSITION_PATTERN },
+};
+
+/** The headers of every webhook delivery (Standard Webhooks). */
+const WEBHOOK_HEADER_PARAMETERS: Readonly<Record<string, Record<string, unknown>>> = {
+  WebhookId: {
+    name: 'webhook-id',
+    in: 'header',
+    required: true,
+    description: 'The event’s `id` (`evt_…`): the same on every attempt and redelivery. Deliveries are at least once: deduplicate on it.',
+    schema: { type: 'string' },
+  },
+  WebhookTimestamp: {
+    name: 'webhook-timestamp',
+    in: 'header',
+    required: true,
+    description: 'When this attempt was signed, in Unix seconds. Refuse a delivery whose timestamp is far from your clock (the `standardwebhooks` package allows 5 minutes) to stop replays.',
+    schema: { type: 'string', pattern: '^[0-9]+$' },
+  },
+  WebhookSignature: {
+    name: 'webhook-signature',
+    in: 'header',
+    required: true,
+    description:
+      '`v1,<signature>`: the base64 HMAC-SHA256 of `<webhook-id>.<webhook-timestamp>.<body>` (the body exactly as received), keyed with the bytes of the base64 part of your secret after `whsec_`. ' +
+      'While a rotated secret still signs, several space-separated signatures are sent: accept the delivery when any one matches. Compare in constant time.',
+    schema: { type: 'string' },
+  },
+};
+
+const API_DESCRIPTION = `A partner-facing HTTP API for operating notification lights and energy meters: devices, light commands and effects, configuration, system and file tooling, meter data, and push events (webhooks and a live stream).
 
 All requests and responses are JSON objects; HTTPS is mandatory. Every route is under \`/v1\` and needs a bearer API key issued by service staff: \`Authorization: Bearer <API_KEY>\`. A quick-start guide is served at \`/docs\` and the list of changes at \`/changelog\`.
 
 ## Responses
 
-Every \`/v1\` response carries \`X-Request-Id\` and \`Cache-Control: no-store\`; every response to an authenticated request also carries \`RateLimit-Limit\`, \`RateLimit-Remaining\` and \`RateLimit-Reset\`. 201 means created (\`Location\` names it); 202 means accepted (a command handed to the broker, or a job started; \`Location\` names what to poll when there is something to poll); 204 means done with no body. Request bodies are JSON objects sent as \`Content-Type: application/json\`. Clients must ignore fields they do not recognise.
+Every \`/v1\` response carries \`X-Request-Id\` and \`Cache-Control: no-store\` (\`no-cache\` on the live event stream); every response to an authenticated request also carries \`RateLimit-Limit\`, \`RateLimit-Remaining\` and \`RateLimit-Reset\`. 201 means created (\`Location\` names it); 202 means accepted (a command handed to the broker, or a job started; \`Location\` names what to poll when there is something to poll); 204 means done with no body. Request bodies are JSON objects sent as \`Content-Type: application/json\`. Clients must ignore fields they do not recognise.
 
 ## Requests
 
@@ -142,6 +184,10 @@ Each partner has independent boolean permissions, readable at \`GET /v1/account\
 ## Rate limits
 
 Every request spends from your per-partner request limit (\`rate_limits.requests_per_min\` in \`GET /v1/account\`). Device commands, configuration mutations and destructive operations also spend from their own limits, named on each operation. Exceeding any limit is 429 \`rate_limited\` with \`Retry-After\`.
+
+## Push events
+
+Events about your devices come to you in two ways: **webhooks** (\`/v1/webhooks\`, permission \`webhook_manage\`: up to ${MAX_WEBHOOKS} endpoints that receive signed POSTs, described in the **webhooks** section of this document) and the **live stream** (\`GET /v1/events\`, permission \`events_read\`: Server-Sent Events, at most ${MAX_OPEN_STREAMS} open at once). You receive an event when its device was in your scope when it happened and your permissions allow its type; the webhooks section names the permission of each type.
 
 ## Idempotency
 
@@ -279,7 +325,11 @@ function successResponse(route: RouteDef, status: number, spec: ResponseSpec): R
   if (route.idempotent) headerNames.push('Idempotent-Replayed');
   if (route.deprecated) headerNames.push(...DEPRECATION_HEADERS);
   const out: Record<string, unknown> = { description: spec.description, headers: headersFor(headerNames) };
-  if (spec.schema && status !== 204) out.content = { 'application/json': { schema: structuredClone(spec.schema) } };
+  if (spec.schema && status !== 204) {
+    const media: Record<string, unknown> = { schema: structuredClone(spec.schema) };
+    if (spec.example !== undefined) media.example = structuredClone(spec.example);
+    out.content = { [spec.contentType ?? 'application/json']: media };
+  }
   return out;
 }
 
@@ -296,6 +346,7 @@ function operationDescription(route: RouteDef): string {
     parts.push(`**Device:** \`{device_id}\` must name a device in your scope${product ? ` whose product is \`${product}\`` : ''}; otherwise 404 \`not_found\`.`);
   }
   if (route.idempotent) parts.push('**Idempotency:** accepts the `Idempotency-Key` header.');
+  if ('stream' in route.target) parts.push('**Streaming:** the answer stays open and has no timeout; errors before it starts are JSON like on every route.');
   parts.push(`**Rate limits:** spends from ${limitText(route)}.`);
   if (route.deprecated) {
     parts.push(`**Deprecated:** sunset ${route.deprecated.sunset}; see ${route.deprecated.link}. Responses carry \`Deprecation\`, \`Sunset\` and \`Link\` headers.`);
@@ -329,6 +380,7 @@ function buildOperation(route: RouteDef): Record<string, unknown> {
     for (const [name, schema] of Object.entries(route.query.properties)) parameters.push(parameterFor(name, 'query', schema, required.has(name)));
   }
   if (route.idempotent) parameters.push({ $ref: '#/components/parameters/IdempotencyKey' });
+  if ('stream' in route.target) parameters.push({ $ref: '#/components/parameters/LastEventId' });
 
   const responses: Record<string, unknown> = {};
   const statuses = new Map<number, Record<string, unknown>>();
@@ -419,6 +471,7 @@ export function buildOpenApiDocument(routes: RouteDef[], options: BuildOptions =
     security: [{ bearerAuth: [] }],
     tags: tags.map((name) => ({ name })),
     paths,
+    webhooks: buildWebhooks(),
     components: {
       securitySchemes: {
         bearerAuth: {
@@ -430,8 +483,72 @@ export function buildOpenApiDocument(routes: RouteDef[], options: BuildOptions =
         },
       },
       schemas: { Error: structuredClone(errorSchema) },
-      parameters: { IdempotencyKey: structuredClone(idempotencyKeyParameter) },
+      parameters: {
+        IdempotencyKey: structuredClone(idempotencyKeyParameter),
+        LastEventId: structuredClone(lastEventIdParameter),
+        ...structuredClone(WEBHOOK_HEADER_PARAMETERS),
+      },
       headers,
     },
   };
+}
+
+/** `device.connected` → `deviceConnectedWebhook`: the operationId of a webhook entry. */
+const webhookOperationId = (type: string): string =>
+  `${type
+    .split(/[._]/)
+    .map((part, i) => (i === 0 ? part : `${part.charAt(0).toUpperCase()}${part.slice(1)}`))
+    .join('')}Webhook`;
+
+/** The data of a test event: nothing to act on. */
+const TEST_EVENT_DATA = {
+  type: 'object',
+  required: ['webhook_id'],
+  properties: { webhook_id: { type: 'string', pattern: WEBHOOK_ID_PATTERN, description: 'The endpoint the test was sent to.' } },
+  description: 'Nothing to act on: a test event only shows that deliveries reach you and that your signature check works.',
+};
+
+/**
+ * The OpenAPI 3.1 `webhooks` section: one POST per event type of the catalog, plus the test
+ * event, as your endpoint receives it: the envelope whose `type` is the constant and whose `data`
+ * is the catalog's schema, the Standard Webhooks headers, and what its answer means.
+ */
+function buildWebhooks(): Record<string, unknown> {
+  const entry = (type: string, description: string, data: Record<string, unknown>, permission: string | null, permissionNote: string): Record<string, unknown> => ({
+    post: {
+      operationId: webhookOperationId(type),
+      tags: ['Events'],
+      summary: `${type} event`,
+      description: [
+        description,
+        `**Permission to receive:** ${permission === null ? permissionNote : `\`${permission}\``}.`,
+        '**Delivery:** POSTed as JSON to every enabled endpoint of yours that subscribes to the type, signed with the endpoint’s secret (check `webhook-signature` before trusting the body). ' +
+          'Answer 2xx within 10 seconds; anything else, a redirect included, is a failure, retried up to 11 attempts in about 2.6 days. Deliveries are at least once and, per endpoint, in order for one device: deduplicate on `webhook-id`.',
+      ].join('\n\n'),
+      parameters: Object.keys(WEBHOOK_HEADER_PARAMETERS).map((name) => ({ $ref: `#/components/parameters/${name}` })),
+      requestBody: {
+        required: true,
+        description: 'The event, as `Content-Type: application/json`.',
+        content: { 'application/json': { schema: partnerEventSchema({ type: 'string', const: type }, data) } },
+      },
+      responses: {
+        '2XX': { description: 'Received: the delivery succeeded and is not sent again. Answer quickly and do slow work afterwards.' },
+      },
+      security: [],
+      'x-required-permission': permission,
+    },
+  });
+  const out: Record<string, unknown> = {};
+  for (const type of PARTNER_EVENT_TYPES) {
+    const { description, data } = describePartnerEvent(type);
+    out[type] = entry(type, description, data, permissionToReceive(type), 'none beyond the device being in your scope');
+  }
+  out[WEBHOOK_TEST_TYPE] = entry(
+    WEBHOOK_TEST_TYPE,
+    `Sent to one endpoint when you ask for it (\`POST /v1/webhooks/{webhook_id}/test\`), whatever types it subscribes to. It has no \`device_id\`.`,
+    TEST_EVENT_DATA,
+    null,
+    'none (you ask for it with `webhook_manage`)',
+  );
+  return out;
 }

@@ -15,13 +15,13 @@ export interface ErrorCodeInfo {
 
 /** Every error code the contract names, plus the gateway-wide ones, in status order. */
 export const ERROR_CODES: readonly ErrorCodeInfo[] = [
-  { status: 400, code: 'validation_error', meaning: 'Bad channel, command, parameter, body, query, organization name or range; also a body that is not a JSON object, text with U+0000 (or control characters in a name), a time outside 1970-01-01T00:00:00Z–9999-12-31T23:59:59Z, a header sent twice, or a request that is not valid HTTP.' },
+  { status: 400, code: 'validation_error', meaning: 'Bad channel, command, parameter, body, query, organization name, range or webhook URL; also a body that is not a JSON object, text with U+0000 (or control characters in a name), a time outside 1970-01-01T00:00:00Z–9999-12-31T23:59:59Z, a header sent twice, or a request that is not valid HTTP.' },
   { status: 401, code: 'unauthorized', meaning: 'Missing, malformed, unknown, revoked or disabled key.' },
   { status: 403, code: 'forbidden', meaning: 'Not permitted for this permission, channel, command or setting.' },
   { status: 403, code: 'node_out_of_scope', meaning: 'Target organization node outside your granted scope.' },
-  { status: 403, code: 'limit_reached', meaning: '50 partner-owned profiles or 50 partner-owned signals reached.' },
+  { status: 403, code: 'limit_reached', meaning: '50 partner-owned profiles, 50 partner-owned signals or 20 webhook endpoints reached.' },
   { status: 403, code: 'https_required', meaning: 'The request was sent over plain HTTP; use HTTPS.' },
-  { status: 404, code: 'not_found', meaning: 'Device outside your scope or nonexistent; profile or signal not global or your own; sensor not attached; token not issued for the device.' },
+  { status: 404, code: 'not_found', meaning: 'Device outside your scope or nonexistent; profile or signal not global or your own; sensor not attached; token not issued for the device; webhook endpoint or delivery not yours.' },
   { status: 404, code: 'unknown_route', meaning: 'No route matches the URL.' },
   { status: 405, code: 'method_not_allowed', meaning: 'The path exists, but not with that method.' },
   { status: 409, code: 'conflict', meaning: 'Device id already in use, or platform file name already exists.' },
@@ -38,7 +38,7 @@ export const ERROR_CODES: readonly ErrorCodeInfo[] = [
   { status: 415, code: 'unsupported_media_type', meaning: 'Body not sent as `application/json` in UTF-8, or a `Content-Encoding` other than `identity`.' },
   { status: 422, code: 'idempotency_key_reused', meaning: 'Idempotency-Key already used with a different request.' },
   { status: 431, code: 'headers_too_large', meaning: 'The request line and headers exceed 16 KB.' },
-  { status: 429, code: 'rate_limited', meaning: 'A rate limit was reached; honor `Retry-After`.' },
+  { status: 429, code: 'rate_limited', meaning: 'A rate limit was reached, or you already hold 5 open event streams; honor `Retry-After`.' },
   { status: 500, code: 'internal_error', meaning: 'Internal failure (any 5xx status).' },
   { status: 503, code: 'publish_failed', meaning: 'A valid command could not be delivered to the device broker.' },
   { status: 503, code: 'service_unavailable', meaning: 'The service behind the route is temporarily unavailable; retry after `Retry-After` seconds.' },
@@ -68,6 +68,8 @@ export const PERMISSION_GRANTS: Readonly<Record<Permission, string>> = {
   access_all_devices: 'Every device in the fleet, including future ones.',
   raw_mqtt_devices: 'Raw MQTT under in-scope device topics (internal only).',
   raw_mqtt_global: 'Raw MQTT on any topic (internal only).',
+  events_read: 'The live event stream (`GET /v1/events`): events of devices in your scope, of the types your other permissions let you receive.',
+  webhook_manage: 'Webhook endpoints (`/v1/webhooks`): create, list, update and delete them, rotate their secrets, send test events, read delivery logs and redeliver. Each event type still needs the permission to receive it.',
 };
 
 /** The limit classes a route may spend from besides the per-partner request limit. */

@@ -67,3 +67,9 @@ export const deviceIdParam: JsonSchema = {
   pattern: DEVICE_ID_PATTERN,
   description: '12 uppercase hexadecimal characters.',
 };
+
+/**
+ * A position in the live event stream (the `id:` of an SSE frame, the `Last-Event-ID` header and
+ * the `last_event_id` query parameter): decimal digits.
+ */
+export const STREAM_POSITION_PATTERN = '^[0-9]{1,15}$';

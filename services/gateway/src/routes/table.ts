@@ -1,5 +1,6 @@
 import { configRoutes } from './config';
 import { deviceRoutes } from './devices';
+import { eventRoutes } from './events';
 import { meterRoutes } from './meter';
 import { lightRoutes } from './lights';
 import { systemRoutes } from './system';
@@ -26,4 +27,5 @@ export const routes: RouteDef[] = [
   ...meterRoutes,
   ...lightRoutes,
   ...systemRoutes,
+  ...eventRoutes,
 ];

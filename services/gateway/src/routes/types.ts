@@ -12,12 +12,16 @@ export type LocalHandlerName = 'account';
 /**
  * A subject from proto-schemas/subjects.json: a misspelt one, or one no service owns, fails the
  * type check. `upload`: a multipart body streamed, never buffered, to the URL the subject answers
- * (`{url, max_bytes}`), whose answer is relayed.
+ * (`{url, max_bytes}`), whose answer is relayed. `stream`: a long-lived `text/event-stream`
+ * answer read from the URL the subject answers (`{url}`) and relayed as it arrives.
  */
-export type RouteTarget = { local: LocalHandlerName } | { subject: RequestSubject } | { upload: UploadSubject };
+export type RouteTarget = { local: LocalHandlerName } | { subject: RequestSubject } | { upload: UploadSubject } | { stream: StreamSubject };
 
 /** Subjects that answer where an upload's body goes (`{url, max_bytes}`). */
 export type UploadSubject = Extract<RequestSubject, 'system.upload.open'>;
+
+/** Subjects that answer where a live event stream is read (`{url}`). */
+export type StreamSubject = Extract<RequestSubject, 'events.stream.open'>;
 
 /**
  * The permission a request needs when it depends on what is asked (a system verb, a settings
@@ -29,6 +33,10 @@ export type TierOf = (request: { params: Record<string, string>; body: unknown }
 export interface ResponseSpec {
   description: string;
   schema?: JsonSchema;
+  /** The media type of the body; default `application/json`. */
+  contentType?: string;
+  /** An example body (for a media type other than JSON, its text). */
+  example?: unknown;
   /** Response headers beyond the common ones, e.g. Location. */
   headers?: string[];
 }

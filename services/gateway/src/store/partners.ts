@@ -49,6 +49,35 @@ export async function findPartner(db: GatewayDb, id: string): Promise<PartnerRec
   return row ? asPartner(row) : null;
 }
 
+/** What a partner may see now, as the principal of its requests carries it. */
+export interface PartnerAccess {
+  partnerId: string;
+  permissions: Permission[];
+  orgGrants: number[];
+}
+
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+
+/**
+ * The permissions and organization grants of the enabled partners among `ids`, in the order
+ * asked; disabled and unknown ones (an id that is no partner id at all among them) are left out.
+ */
+export async function partnerAccess(db: GatewayDb, ids: readonly string[]): Promise<PartnerAccess[]> {
+  const wanted = [...new Set(ids.filter((id) => UUID.test(id)).map((id) => id.toLowerCase()))];
+  if (wanted.length === 0) return [];
+  const rows = await db.partner.findMany({
+    where: { id: { in: wanted }, disabledAt: null },
+    select: { id: true, permissions: true, orgGrants: true },
+  });
+  const byId = new Map(rows.map((row) => [row.id, row]));
+  return ids.flatMap((id) => {
+    const row = UUID.test(id) ? byId.get(id.toLowerCase()) : undefined;
+    if (!row) return [];
+    byId.delete(row.id);
+    return [{ partnerId: id, permissions: row.permissions as Permission[], orgGrants: row.orgGrants }];
+  });
+}
+
 /** Every write announces itself in the same transaction, so caches drop stale entries on commit. */
 async function announce(tx: Pick<GatewayDb, '$executeRaw'>, what: string): Promise<void> {
   await tx.$executeRaw`SELECT pg_notify(${AUTH_CHANGES_CHANNEL}, ${what})`;

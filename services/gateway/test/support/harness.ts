@@ -8,7 +8,7 @@ import { AuthChangeListener } from '../../src/auth/change-listener';
 import { Authenticator } from '../../src/auth/authenticator';
 import { runAdminCommand } from '../../src/admin/commands';
 import { readGatewayConfig } from '../../src/config';
-import { createGatewayApp } from '../../src/gateway';
+import { createGatewayApp, type GatewayParts } from '../../src/gateway';
 import { MIGRATIONS_DIR } from '../../src/migrations';
 import type { RouteDef } from '../../src/routes/types';
 import { findKey } from '../../src/store/partners';
@@ -33,7 +33,11 @@ export interface TestGateway {
  * The gateway app as main.ts wires it, on an ephemeral port, with real Postgres (its own
  * database), Redis (its own key prefix) and NATS, and a route table of the test's choosing.
  */
-export async function startTestGateway(routes: RouteDef[], env: Record<string, string> = {}, options: { cuttableDatabase?: boolean } = {}): Promise<TestGateway> {
+export async function startTestGateway(
+  routes: RouteDef[],
+  env: Record<string, string> = {},
+  options: { cuttableDatabase?: boolean } & Pick<GatewayParts, 'streams' | 'streamTimeouts'> = {},
+): Promise<TestGateway> {
   const unique = uniqueId('gw');
   const dbUrl = databaseUrl(`fleet_test_${unique}`);
   const config = readGatewayConfig({ HEALTH_PORT: '0', DATABASE_URL: dbUrl, REDIS_KEY_PREFIX: `${unique}:`, ...env });
@@ -50,7 +54,16 @@ export async function startTestGateway(routes: RouteDef[], env: Record<string, s
   const authenticator = new Authenticator((prefix) => findKey(gatewayDb, prefix), () => listener.live);
   const listener = new AuthChangeListener(gatewayDbUrl, () => authenticator.forgetAll(), logger);
   await listener.start();
-  const app = createGatewayApp({ config, routes, authenticator, redis, bus, logger });
+  const app = createGatewayApp({
+    config,
+    routes,
+    authenticator,
+    redis,
+    bus,
+    logger,
+    ...(options.streams ? { streams: options.streams } : {}),
+    ...(options.streamTimeouts ? { streamTimeouts: options.streamTimeouts } : {}),
+  });
   const server = http.createServer(app);
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
