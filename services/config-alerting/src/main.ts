@@ -6,6 +6,7 @@ import { RegistryClient } from '@fleet/registry-client';
 import { ServiceRuntime } from '@fleet/service-kit';
 import { readConfigAlertingConfig } from './config';
 import { forgetRemovedDevices } from './handlers/device-events';
+import { partnerEventsRelay } from './handlers/outbox-relay';
 import { readingsConsumer } from './handlers/readings-consumer';
 import { serveConfig } from './handlers/serve';
 import { MIGRATIONS_DIR } from './migrations';
@@ -21,6 +22,13 @@ async function main(): Promise<void> {
   await migrate(config.DATABASE_URL, MIGRATIONS_DIR, { logger });
   const db = openConfigDb(config.DATABASE_URL);
   runtime.onClose(() => db.$disconnect());
+  // The relay creates PARTNER_EVENTS (retrying while NATS is away), then publishes what earlier
+  // runs left in the outbox. Registered first among the intake closers, it stops last of them,
+  // after the cycle, and before the bus drains: events it has not published then wait in the
+  // outbox for another replica's relay or this service's next start.
+  const relay = partnerEventsRelay(db, bus.connection, logger.child({ component: 'outbox-relay' }));
+  relay.start();
+  runtime.onClose(() => relay.stop(), 'intake');
 
   const registry = new RegistryClient(bus, { timeoutMs: config.DOWNSTREAM_TIMEOUT_MS, logger: logger.child({ component: 'registry' }) });
   const lights = new LightClient(bus, { timeoutMs: config.DOWNSTREAM_TIMEOUT_MS, logger: logger.child({ component: 'lights' }) });
@@ -45,6 +53,7 @@ async function main(): Promise<void> {
     logger: logger.child({ component: 'evaluation' }),
     // Shard claims name the replica: host and process, so an SRE (or a test) can tell who holds one.
     owner: `${hostname()}:${process.pid}:${randomUUID().slice(0, 8)}`,
+    relay,
     settings: {
       periodMs: config.EVALUATION_PERIOD_MS,
       shards: config.EVALUATION_SHARDS,

@@ -6,6 +6,7 @@ import { readSystemConfig, systemFilter } from './config';
 import { createFileUrls, UrlTokens } from './domain/signed-urls';
 import { sysTrafficProcessor } from './handlers/device-in';
 import { startHousekeeping } from './handlers/housekeeping';
+import { partnerEventsRelay } from './handlers/outbox-relay';
 import { serveSystem } from './handlers/serve';
 import { DeviceInHistory } from './history/device-in-history';
 import { startFileServer } from './http/file-server';
@@ -22,6 +23,13 @@ async function main(): Promise<void> {
   await migrate(config.DATABASE_URL, MIGRATIONS_DIR, { logger });
   const db = openSystemDb(config.DATABASE_URL, config.DATABASE_POOL_MAX);
   runtime.onClose(() => db.$disconnect());
+  // The relay creates PARTNER_EVENTS (retrying while NATS is away), then publishes what earlier
+  // runs left in the outbox. Registered first among the intake closers, it stops last of them,
+  // before the bus drains: events of the intake's last batch then wait in the outbox for another
+  // replica's relay or this service's next start.
+  const relay = partnerEventsRelay(db, bus.connection, logger.child({ component: 'outbox-relay' }));
+  relay.start();
+  runtime.onClose(() => relay.stop(), 'intake');
 
   if (!config.FILES_URL_SECRET) logger.warn('FILES_URL_SECRET is not set: download URLs and upload tickets are signed with a key of this process only (run one replica, and URLs die with it)');
   const storage = createStorage(config);
@@ -47,7 +55,7 @@ async function main(): Promise<void> {
     durable: config.SYSTEM_CONSUMER,
     filterSubject: systemFilter(config),
     batch: config.INGEST_BATCH,
-    process: sysTrafficProcessor(db, config.SUBJECT_PREFIX, logger.child({ component: 'sys-intake' })),
+    process: sysTrafficProcessor(db, config.SUBJECT_PREFIX, logger.child({ component: 'sys-intake' }), relay),
     logger: logger.child({ component: 'sys-intake' }),
   });
   intake.start();
@@ -61,6 +69,7 @@ async function main(): Promise<void> {
       responseRetentionDays: config.RESPONSE_RETENTION_DAYS,
     },
     logger.child({ component: 'housekeeping' }),
+    relay,
   );
   runtime.onClose(() => housekeeping.stop(), 'intake');
   runtime.ready({ stream: config.DEVICE_IN_STREAM, consumer: config.SYSTEM_CONSUMER, files_port: fileServer.port, storage: storage.kind });

@@ -91,3 +91,15 @@ export function metricsOf(summary: ReadingSummary, now: Date): MetricValues {
     max_temp_c: summary.maxTempC,
   };
 }
+
+/**
+ * A sensor as an alert.level_changed event reports it: the level the cycle gave it, when its
+ * newest reading was taken (`latest_at`, null when it has none) and the metrics the rules ran on.
+ */
+export function evaluatedSensor(
+  sensor: { tdlId: string; profileId: number | null; newest: ReadingSummary['newest'] },
+  level: Level,
+  metrics: MetricValues,
+): { tdl_id: string } & Record<string, unknown> {
+  return { tdl_id: sensor.tdlId, profile_id: sensor.profileId, level, latest_at: sensor.newest ? sensor.newest.at.toISOString() : null, ...metrics };
+}

@@ -4,6 +4,7 @@
  * shard's completion together, so each device is evaluated once per cycle, and a shard whose
  * replica died is taken over when its lease runs out.
  */
+import { recordPartnerEvents } from '@fleet/service-kit';
 import type { Level } from '../domain/levels';
 import type { ReadingSummary } from '../domain/metrics';
 import type { ConfigTx } from './prisma';
@@ -123,23 +124,63 @@ export async function saveSensorLevels(tx: ConfigTx, changes: Array<{ deviceId: 
     WHERE s.device_id = c.device_id AND s.tdl_id = c.tdl_id`;
 }
 
+/** A light whose level a cycle changed: `from` is null at its first evaluation. */
+export interface LevelChange {
+  deviceId: string;
+  from: Level | null;
+  to: Level;
+}
+
 /**
  * The devices' levels for this cycle. A device already evaluated in this cycle is left alone
- * (once per cycle); a changed level asks for a light1 write.
+ * (once per cycle); a changed level asks for a light1 write. Returns the devices whose level
+ * changed, with the level they had: a light evaluated the first time gets its state here (from
+ * null); the others' states are locked (in device order) and read before they are updated, so a
+ * replica late with an earlier cycle's shard waits for this one instead of reading a level about
+ * to change, and each change is reported by the one transaction that made it.
  */
-export async function saveDeviceLevels(tx: ConfigTx, cycle: bigint, levels: Array<{ deviceId: string; level: Level }>, now: Date): Promise<void> {
-  if (levels.length === 0) return;
-  await tx.$executeRaw`
+export async function saveDeviceLevels(tx: ConfigTx, cycle: bigint, levels: Array<{ deviceId: string; level: Level }>, now: Date): Promise<LevelChange[]> {
+  if (levels.length === 0) return [];
+  const ids = levels.map((l) => l.deviceId);
+  const values = levels.map((l) => l.level);
+  const first = await tx.$queryRaw<Array<{ device_id: string; level: Level }>>`
     INSERT INTO alert_states (device_id, level, changed_at, evaluated_cycle, first_cycle, evaluations, write_needed)
     SELECT d.device_id, d.level, ${now}, ${cycle}, ${cycle}, 1, true
-    FROM unnest(${levels.map((l) => l.deviceId)}::text[], ${levels.map((l) => l.level)}::text[]) AS d(device_id, level)
-    ON CONFLICT (device_id) DO UPDATE SET
-      level = EXCLUDED.level,
-      changed_at = CASE WHEN alert_states.level = EXCLUDED.level THEN alert_states.changed_at ELSE EXCLUDED.changed_at END,
-      write_needed = alert_states.write_needed OR alert_states.level <> EXCLUDED.level,
-      evaluated_cycle = EXCLUDED.evaluated_cycle,
-      evaluations = alert_states.evaluations + 1
-    WHERE alert_states.evaluated_cycle < EXCLUDED.evaluated_cycle`;
+    FROM unnest(${ids}::text[], ${values}::text[]) AS d(device_id, level)
+    ORDER BY d.device_id
+    ON CONFLICT (device_id) DO NOTHING
+    RETURNING device_id, level`;
+  const prior = await tx.$queryRaw<Array<{ device_id: string; level: Level }>>`
+    SELECT device_id, level FROM alert_states
+    WHERE device_id = ANY(${ids}::bpchar[]) AND evaluated_cycle < ${cycle}
+    ORDER BY device_id FOR UPDATE`;
+  if (prior.length > 0) {
+    await tx.$executeRaw`
+      UPDATE alert_states a SET
+        level = d.level,
+        changed_at = CASE WHEN a.level = d.level THEN a.changed_at ELSE ${now} END,
+        write_needed = a.write_needed OR a.level <> d.level,
+        evaluated_cycle = ${cycle},
+        evaluations = a.evaluations + 1
+      FROM unnest(${ids}::text[], ${values}::text[]) AS d(device_id, level)
+      WHERE a.device_id = d.device_id AND a.evaluated_cycle < ${cycle}`;
+  }
+  const levelOf = new Map(levels.map((l) => [l.deviceId, l.level]));
+  return [
+    ...first.map((r) => ({ deviceId: r.device_id, from: null, to: r.level })),
+    ...prior.flatMap((r) => {
+      const to = levelOf.get(r.device_id);
+      return to !== undefined && to !== r.level ? [{ deviceId: r.device_id, from: r.level, to }] : [];
+    }),
+  ];
+}
+
+/** The partners' alert.level_changed events of a cycle's changes, in the transaction that stores the levels. */
+export async function recordLevelChanges(tx: ConfigTx, changes: readonly LevelChange[], sensorsOf: (deviceId: string) => Array<{ tdl_id: string } & Record<string, unknown>>, at: Date): Promise<void> {
+  await recordPartnerEvents(
+    tx,
+    changes.map((c) => ({ type: 'alert.level_changed' as const, deviceId: c.deviceId, occurredAt: at, data: { from: c.from, to: c.to, sensors: sensorsOf(c.deviceId) } })),
+  );
 }
 
 export interface WriteCandidate {

@@ -2,9 +2,10 @@
  * The evaluation cycle (spec, Configuration rule 5; Light commands rule 4). Every period, the
  * cycle's shards are shared by the replicas (store/evaluation.ts): for each device of a shard,
  * each sensor's metrics over its recent readings run through its profile's rules, the device's
- * level follows from its sensors' (domain/levels.ts), and levels and the shard's completion
- * commit together. Then light1 is written where it is due: the level changed, the signal
- * changed, or an hour passed since the last write; never while the light's automation is off.
+ * level follows from its sensors' (domain/levels.ts), and levels, the shard's completion and
+ * the partners' alert.level_changed events (one per light whose level changed) commit together.
+ * Then light1 is written where it is due: the level changed, the signal changed, or an hour
+ * passed since the last write; never while the light's automation is off.
  */
 import { randomUUID } from 'node:crypto';
 import type { AutomationWriter } from '@fleet/light-client';
@@ -12,7 +13,7 @@ import type { DeviceLookup } from '@fleet/registry-client';
 import type { Logger } from '@fleet/service-kit';
 import { payloadsOf } from '../domain/documents';
 import { deviceLevel, signalKeyOf, type Level, type SignalKey } from '../domain/levels';
-import { evaluateRules, metricsOf } from '../domain/metrics';
+import { evaluatedSensor, evaluateRules, metricsOf } from '../domain/metrics';
 import { defaultProfile, defaultSignal, profilesById, signalsById, type ProfileRow } from '../store/documents';
 import * as evaluation from '../store/evaluation';
 import type { ConfigDb } from '../store/prisma';
@@ -39,6 +40,8 @@ export interface CycleDeps {
   settings: CycleSettings;
   /** This replica's name in shard claims. */
   owner?: string;
+  /** The outbox relay, told when a cycle committed alert.level_changed events (it publishes them now rather than at its next poll). */
+  relay?: { wake(): Promise<void> };
   now?: () => Date;
 }
 
@@ -134,19 +137,30 @@ export class EvaluationCycle {
     const profiles = await this.profilesFor(sensors.map((s) => s.profileId));
     const sensorLevels = new Map<string, Level[]>(devices.map((d) => [d, []]));
     const changedSensors: Array<{ deviceId: string; tdlId: string; level: Level }> = [];
+    const evaluated = new Map<string, Array<ReturnType<typeof evaluatedSensor>>>();
     for (const s of sensors) {
       const profile = (s.profileId !== null ? profiles.byId.get(s.profileId) : undefined) ?? profiles.fallback;
-      const level = evaluateRules(profile.rules, profile.defaultLevel, metricsOf(s, now));
+      const metrics = metricsOf(s, now);
+      const level = evaluateRules(profile.rules, profile.defaultLevel, metrics);
       sensorLevels.get(s.deviceId)?.push(level);
       if (level !== s.level) changedSensors.push({ deviceId: s.deviceId, tdlId: s.tdlId, level });
+      const report = evaluatedSensor(s, level, metrics);
+      const reports = evaluated.get(s.deviceId);
+      if (reports) reports.push(report);
+      else evaluated.set(s.deviceId, [report]);
     }
     const deviceLevels = [...sensorLevels].map(([deviceId, levels]) => ({ deviceId, level: deviceLevel(levels) }));
+    const sensorsOf = (deviceId: string) => [...(evaluated.get(deviceId) ?? [])].sort((a, b) => (a.tdl_id < b.tdl_id ? -1 : a.tdl_id > b.tdl_id ? 1 : 0));
     took('rules');
-    await db.$transaction(async (tx) => {
+    // The levels, the shard's completion and the partners' alert.level_changed events commit together.
+    const changes = await db.$transaction(async (tx) => {
       if (!(await evaluation.completeShard(tx, cycle, shard, this.owner, devices.length))) throw new LeaseLost();
       await evaluation.saveSensorLevels(tx, changedSensors);
-      await evaluation.saveDeviceLevels(tx, cycle, deviceLevels, now);
+      const changed = await evaluation.saveDeviceLevels(tx, cycle, deviceLevels, now);
+      await evaluation.recordLevelChanges(tx, changed, sensorsOf, now);
+      return changed.length;
     });
+    if (changes > 0) void this.deps.relay?.wake();
     took('commit');
     const writes = await this.writeDue(devices, cycle);
     took('writes');

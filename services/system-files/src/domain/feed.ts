@@ -1,3 +1,4 @@
+import type { PartnerEventType } from '@fleet/contracts';
 import { parseAcknowledgement } from '@fleet/device-protocol';
 import { ValidationError } from '@fleet/service-kit';
 
@@ -30,6 +31,13 @@ export function feedRowView(row: { kind: string; line: string; receivedAt: Date 
   if (!ack) return { ...base, command: null, result: null, reason: null, text: null };
   // The acknowledged line is the payload that was published (`query>` for `query>ok`).
   return { ...base, command: `${ack.verb}>${ack.rawArgs}`, result: ack.result, reason: ack.reason, text: null };
+}
+
+/** The partner event a new feed row announces: acknowledgements and log lines; a line that is neither announces nothing. */
+export function feedEventType(kind: string): PartnerEventType | null {
+  if (kind === 'ack') return 'system.ack_received';
+  if (kind === 'log') return 'system.log_received';
+  return null;
 }
 
 /** Default page and the window read without a cursor or since. */

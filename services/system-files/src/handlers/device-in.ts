@@ -7,6 +7,7 @@ import type { SystemDb } from '../store/prisma';
 import { appendFeedRows, type NewFeedRow } from '../store/responses';
 import { saveSettings } from '../store/settings';
 import { settleTransfer } from '../store/transfers';
+import type { RelayWaker } from './outbox-relay';
 
 /** A `sys/*` message of a device, as captured into DEVICE_IN. */
 export interface SysMessage {
@@ -45,27 +46,30 @@ function settingsDoc(text: string): Record<string, unknown> | null {
 
 /**
  * Handles a batch of devices' `sys/*` traffic: acknowledgements and log lines go to the response
- * feed, and an `addfile` acknowledgement settles its transfer, in one transaction; `sys/settings`
- * replaces the cached settings. A batch that fails as a whole is retried message by message: one
+ * feed, and an `addfile` acknowledgement settles its transfer, in one transaction with their
+ * partner events (system.ack_received, system.log_received, file_transfer.settled) in the
+ * outbox; `sys/settings` replaces the cached settings. A batch that fails as a whole is retried message by message: one
  * that still fails while others succeed is poison (terminated, logged) and never blocks the rest;
  * when every one fails, or the database is out of reach, the batch is redelivered (isolatingPoison).
  */
-export function sysTrafficProcessor(db: SystemDb, prefix: string, logger: Logger) {
+export function sysTrafficProcessor(db: SystemDb, prefix: string, logger: Logger, relay?: RelayWaker) {
   async function handle(messages: SysMessage[]): Promise<void> {
     const rows: NewFeedRow[] = [];
     for (const m of messages) {
       if (m.kind === 'sys.resp') rows.push({ deviceId: m.deviceId, receivedAt: m.receivedAt, msgId: m.msgId, ...readFeedLine(m.text) });
     }
     if (rows.length > 0) {
-      await db.$transaction(async (tx) => {
-        await appendFeedRows(tx, rows);
+      const events = await db.$transaction(async (tx) => {
+        let written = await appendFeedRows(tx, rows);
         for (const row of rows) {
           const ack = row.kind === 'ack' ? parseAcknowledgement(row.line) : null;
           if (!ack || ack.verb !== 'addfile') continue;
           const xfer = /(?:^|;)xfer=([^;]+)/.exec(ack.rawArgs)?.[1] ?? null;
-          await settleTransfer(tx, { deviceId: row.deviceId, transferId: xfer, line: `addfile>${ack.rawArgs}` }, { ...settlement(ack.result, ack.reason), at: row.receivedAt });
+          written += (await settleTransfer(tx, { deviceId: row.deviceId, transferId: xfer, line: `addfile>${ack.rawArgs}` }, { ...settlement(ack.result, ack.reason), at: row.receivedAt })).length;
         }
+        return written;
       });
+      if (events > 0) void relay?.wake();
     }
     for (const m of messages) {
       if (m.kind !== 'sys.settings') continue;

@@ -2,6 +2,7 @@ import { warnIfFails, type Logger } from '@fleet/service-kit';
 import type { SystemDb } from '../store/prisma';
 import { pruneFeed } from '../store/responses';
 import { pruneTransfers, settleOverdue } from '../store/transfers';
+import type { RelayWaker } from './outbox-relay';
 
 export interface HousekeepingOptions {
   sweepMs: number;
@@ -17,10 +18,10 @@ const PRUNE_EVERY = 600;
 
 /**
  * Settles transfers past their acknowledgement deadline as timed_out (every sweepMs; each
- * replica may run it: the updates are conditional, so a transfer is settled once) and drops
- * transfers and feed rows past their retention.
+ * replica may run it: the updates are conditional, so a transfer is settled, and its
+ * file_transfer.settled event written, once) and drops transfers and feed rows past their retention.
  */
-export function startHousekeeping(db: SystemDb, options: HousekeepingOptions, logger: Logger): { stop(): void } {
+export function startHousekeeping(db: SystemDb, options: HousekeepingOptions, logger: Logger, relay?: RelayWaker): { stop(): void } {
   let sweeps = 0;
   let running = false;
   const tick = async () => {
@@ -29,7 +30,10 @@ export function startHousekeeping(db: SystemDb, options: HousekeepingOptions, lo
     try {
       const now = new Date();
       const settled = await settleOverdue(db, now, new Date(now.getTime() - options.queuedGraceMs));
-      if (settled > 0) logger.debug({ settled }, 'overdue transfers settled');
+      if (settled > 0) {
+        logger.debug({ settled }, 'overdue transfers settled');
+        void relay?.wake();
+      }
       if (sweeps % PRUNE_EVERY === 0) {
         await pruneTransfers(db, new Date(now.getTime() - options.transferRetentionDays * DAY_MS));
         await pruneFeed(db, new Date(now.getTime() - options.responseRetentionDays * DAY_MS));

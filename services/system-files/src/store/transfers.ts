@@ -1,4 +1,6 @@
-import type { TransferRecord, TransferState } from '../domain/transfer';
+import { recordPartnerEvents } from '@fleet/service-kit';
+import { transferView, type TransferRecord, type TransferState } from '../domain/transfer';
+import { Prisma } from '../generated/prisma/client';
 import type { SystemDb, SystemTx } from './prisma';
 
 export interface NewTransfer {
@@ -47,27 +49,64 @@ export async function listTransfers(db: SystemDb | SystemTx, deviceId: string, f
   });
 }
 
+/** A transfer's columns under TransferRecord's names, for statements that return the rows they changed. */
+const RECORD_COLUMNS = Prisma.sql`id, device_id AS "deviceId", state, src, dest, sha256, corr_mode AS "corrMode", attempts, detail,
+  created_at AS "createdAt", sent_at AS "sentAt", ack_deadline AS "ackDeadline", settled_at AS "settledAt"`;
+
 /**
- * Settles the open transfer an acknowledgement names: by its transfer id (`xfer=` in the line)
- * or, without one, by the line as published. A transfer already terminal stays as it is.
+ * The partners' file_transfer.settled events of transfers that just reached a terminal state,
+ * in the transaction that stored it: `data` is the transfer as GET .../files/{transfer_id}
+ * answers it.
  */
-export async function settleTransfer(
-  db: SystemDb | SystemTx,
-  match: { deviceId: string; transferId: string | null; line: string },
-  outcome: { state: 'succeeded' | 'failed'; detail: string; at: Date },
-): Promise<number> {
-  const where = match.transferId ? { id: match.transferId, deviceId: match.deviceId } : { deviceId: match.deviceId, line: match.line };
-  return (await db.fileTransfer.updateMany({ where: { ...where, state: { in: ['queued', 'sent'] } }, data: { state: outcome.state, detail: outcome.detail, settledAt: outcome.at } })).count;
+export async function recordSettledEvents(tx: SystemTx, settled: readonly TransferRecord[]): Promise<void> {
+  await recordPartnerEvents(
+    tx,
+    settled.map((t) => ({ type: 'file_transfer.settled' as const, deviceId: t.deviceId, occurredAt: t.settledAt ?? undefined, data: transferView(t) })),
+  );
 }
 
-/** Sent transfers past their deadline become timed_out; queued ones never published (a crash mid-push) fail. */
+/**
+ * Settles the open transfer an acknowledgement names: by its transfer id (`xfer=` in the line)
+ * or, without one, by the line as published, with its file_transfer.settled event. A transfer
+ * already terminal stays as it is and announces nothing: the update is conditional on an open
+ * state, so of two replicas (or an acknowledgement and the deadline sweep) one settles it.
+ * Returns the transfers it settled.
+ */
+export async function settleTransfer(
+  tx: SystemTx,
+  match: { deviceId: string; transferId: string | null; line: string },
+  outcome: { state: 'succeeded' | 'failed'; detail: string; at: Date },
+): Promise<TransferRecord[]> {
+  const which = match.transferId !== null ? Prisma.sql`id = ${match.transferId}` : Prisma.sql`line = ${match.line}`;
+  const settled = await tx.$queryRaw<TransferRecord[]>`
+    UPDATE file_transfers SET state = ${outcome.state}, detail = ${outcome.detail}, settled_at = ${outcome.at}
+    WHERE device_id = ${match.deviceId} AND ${which} AND state IN ('queued', 'sent')
+    RETURNING ${RECORD_COLUMNS}`;
+  await recordSettledEvents(tx, settled);
+  return settled;
+}
+
+const TIMED_OUT_DETAIL = 'no acknowledgement before the deadline; the file may still have arrived (check file_list)';
+const NEVER_SENT_DETAIL = 'never handed to the broker';
+
+/**
+ * Sent transfers past their deadline become timed_out; queued ones never published (a crash
+ * mid-push) fail; each with its file_transfer.settled event, in one transaction. Every replica
+ * may run it: the update is conditional on the state, so a transfer is settled (and announced)
+ * once. Returns how many it settled.
+ */
 export async function settleOverdue(db: SystemDb, now: Date, queuedBefore: Date): Promise<number> {
-  const timedOut = await db.fileTransfer.updateMany({
-    where: { state: 'sent', ackDeadline: { lt: now } },
-    data: { state: 'timed_out', detail: 'no acknowledgement before the deadline; the file may still have arrived (check file_list)', settledAt: now },
+  return db.$transaction(async (tx) => {
+    const settled = await tx.$queryRaw<TransferRecord[]>`
+      UPDATE file_transfers SET
+        state = CASE WHEN state = 'sent' THEN 'timed_out' ELSE 'failed' END,
+        detail = CASE WHEN state = 'sent' THEN ${TIMED_OUT_DETAIL} ELSE ${NEVER_SENT_DETAIL} END,
+        settled_at = ${now}
+      WHERE (state = 'sent' AND ack_deadline < ${now}) OR (state = 'queued' AND created_at < ${queuedBefore})
+      RETURNING ${RECORD_COLUMNS}`;
+    await recordSettledEvents(tx, settled);
+    return settled.length;
   });
-  const stale = await db.fileTransfer.updateMany({ where: { state: 'queued', createdAt: { lt: queuedBefore } }, data: { state: 'failed', detail: 'never handed to the broker', settledAt: now } });
-  return timedOut.count + stale.count;
 }
 
 export async function pruneTransfers(db: SystemDb, before: Date): Promise<number> {
