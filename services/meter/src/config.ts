@@ -27,6 +27,11 @@ const schema = baseConfigSchema.extend({
    * summaries and energy. Arrival pages, requests and ingest always use DATABASE_URL.
    */
   DATABASE_READ_URL: z.string().optional(),
+  /**
+   * How often each replica settles live readings pending past their deadline as no_reply (and
+   * writes their `meter.sample_settled` events), whether or not anyone reads them.
+   */
+  SAMPLE_SWEEP_INTERVAL_MS: z.coerce.number().int().min(100).default(2000),
 });
 
 export type MeterConfig = z.infer<typeof schema>;

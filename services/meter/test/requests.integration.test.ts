@@ -15,7 +15,7 @@ import { getReset, getSample, requestReset, requestSample, sendReport, type Requ
 import { METER_SUBJECTS, serveMeter } from '../src/handlers/serve';
 import { openMeterDb } from '../src/store/prisma';
 import { readSample } from '../src/store/requests';
-import { connectBus, createStream, createTestDb, deviceSends, envelope, logger, type TestDb } from './support';
+import { connectBus, createStream, createTestDb, deviceSends, envelope, inTime, logger, type TestDb } from './support';
 
 let testDb: TestDb;
 let bus: Bus;
@@ -102,11 +102,11 @@ describe('live reading', () => {
     expect(body.timeout_s).toBeLessThanOrEqual(30);
     expect(res.headers?.Location).toBe(`/v1/meter/devices/${dev}/sample/${body.token}`);
     expect(bridge.published.at(-1)).toMatchObject({ topic: `meter/${dev}/sys/exe`, payload: `sample>token=${body.token}` });
-    expect((await getSample(deps, withParams(dev, { token: body.token }))).body).toMatchObject({ state: 'pending', reading: null, reason: null });
+    expect((await getSample(deps, withParams(dev, { token: body.token }), inTime())).body).toMatchObject({ state: 'pending', reading: null, reason: null });
 
     await deviceSends(js, stream.prefix, dev, 'live', { token: body.token, link: 'ok', v: 230.2, i: 2.6, p: 580, pf: 0.97, f: 50, ct: 2, age_s: 0.4 });
     const done = await waitFor(async () => {
-      const b = (await getSample(deps, withParams(dev, { token: body.token }))).body as Record<string, unknown>;
+      const b = (await getSample(deps, withParams(dev, { token: body.token }), inTime())).body as Record<string, unknown>;
       return b.state !== 'pending' ? b : undefined;
     }, { what: 'the live answer' });
     expect(done).toMatchObject({
@@ -115,7 +115,7 @@ describe('live reading', () => {
       reading: { link: 'ok', answered: true, voltage_v: 230.2, current_a: 1.3, power_w: 290, power_factor: 0.97, frequency_hz: 50, ct_turns: 2, age_s: 0.4 },
     });
     // Another device's token is 404.
-    expect((await refusal(getSample(deps, withParams(randomDeviceId(), { token: body.token })))).status).toBe(404);
+    expect((await refusal(getSample(deps, withParams(randomDeviceId(), { token: body.token }), inTime()))).status).toBe(404);
   });
 
   it('allows one request per meter per 10 seconds whoever asks', async () => {
@@ -159,18 +159,18 @@ describe('live reading', () => {
     online(dev);
     const { token } = (await requestSample(deps, envelope(dev), logger)).body as { token: string };
     await deviceSends(js, stream.prefix, dev, 'live', { token, error: 'busy' });
-    await waitFor(async () => ((await getSample(deps, withParams(dev, { token }))).body as { state: string }).state === 'failed', { what: 'failed' });
-    expect((await getSample(deps, withParams(dev, { token }))).body).toMatchObject({ state: 'failed', reason: 'busy', reading: null });
+    await waitFor(async () => ((await getSample(deps, withParams(dev, { token }), inTime())).body as { state: string }).state === 'failed', { what: 'failed' });
+    expect((await getSample(deps, withParams(dev, { token }), inTime())).body).toMatchObject({ state: 'failed', reason: 'busy', reading: null });
 
     const other = randomDeviceId();
     online(other);
     const quiet = (await requestSample(deps, envelope(other), logger)).body as { token: string };
-    const later = await readSample(testDb.db, other, quiet.token, new Date(Date.now() + 30_000));
-    expect(later).toMatchObject({ state: 'no_reply', reason: null });
+    const later = await readSample(testDb.db, other, quiet.token, inTime(), new Date(Date.now() + 30_000));
+    expect(later).toMatchObject({ view: { state: 'no_reply', reason: null }, settled: true });
     // An answer after the outcome was final changes nothing.
     await deviceSends(js, stream.prefix, other, 'live', { token: quiet.token, link: 'ok', v: 230, i: 1, p: 200, pf: 0.9, f: 50, ct: 1, age_s: 0.1 });
     await new Promise((r) => setTimeout(r, 500));
-    expect((await getSample(deps, withParams(other, { token: quiet.token }))).body).toMatchObject({ state: 'no_reply' });
+    expect((await getSample(deps, withParams(other, { token: quiet.token }), inTime())).body).toMatchObject({ state: 'no_reply' });
   });
 });
 

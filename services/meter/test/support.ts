@@ -13,9 +13,9 @@ export type TestDb = TestDatabase<MeterDb>;
 /** A migrated database of this test file's own. */
 export const createTestDb = (): Promise<TestDb> => createMigratedTestDb('meter_test_', MIGRATIONS_DIR, (url) => openMeterDb(url, 5));
 
-/** A bus of the test's own; `subjectPrefix` isolates the subjects it serves and calls. */
-export async function connectBus(service = 'meter-test', subjectPrefix?: string): Promise<Bus> {
-  return Bus.connect({ servers: testEnv.natsUrl, service, logger, requestTimeoutMs: 3000, subjectPrefix });
+/** A bus of the test's own; `subjectPrefix` isolates the subjects it serves and calls; `servers` a NATS server of its own (startPrivateNats). */
+export async function connectBus(service = 'meter-test', subjectPrefix?: string, servers = testEnv.natsUrl): Promise<Bus> {
+  return Bus.connect({ servers, service, logger, requestTimeoutMs: 3000, subjectPrefix });
 }
 
 /** A DEVICE_IN-like stream of the test's own. */
@@ -37,6 +37,9 @@ export function envelope(deviceId: string, query: Record<string, unknown> = {}, 
 }
 
 export const randomSid = (): string => randomBytes(4).toString('hex');
+
+/** A request's commit window (its deadline) a few seconds away, for handlers that store work. */
+export const inTime = (ms = 5_000): { deadline: number } => ({ deadline: Date.now() + ms });
 
 export interface SimRecord {
   sid: string;

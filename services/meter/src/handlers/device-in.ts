@@ -37,9 +37,11 @@ export function readDeviceIn(subject: string, prefix: string, payload: Uint8Arra
  * answers and acknowledgements settle sample and reset requests. When the batch fails as a
  * whole, every message is tried alone: one that still fails while others succeed is poison
  * and is returned (terminated, logged) so it never blocks the records behind it; when every
- * message fails the store is down and the batch is redelivered.
+ * message fails the store is down and the batch is redelivered. Each of these transactions
+ * writes the partner events of its change (records stored, requests settled); `onEvents` is
+ * called once a batch committed some (the relay then publishes them without waiting to poll).
  */
-export function deviceInProcessor(db: MeterDb, prefix: string, logger: Logger) {
+export function deviceInProcessor(db: MeterDb, prefix: string, logger: Logger, onEvents?: () => void) {
   async function handle(messages: DeviceInMessage[]): Promise<void> {
     const records: ParsedRecord[] = [];
     const others: DeviceInMessage[] = [];
@@ -47,36 +49,45 @@ export function deviceInProcessor(db: MeterDb, prefix: string, logger: Logger) {
       if (m.kind === 'iv') records.push(parseRecord(m.deviceId, m.payload, m.receivedAt));
       else if (m.kind === 'live' || m.kind === 'sys.resp') others.push(m);
     }
-    if (records.length > 0) {
-      const result = await ingestRecords(db, records);
-      countIngest(result);
-      logger.debug({ ...result, batch: records.length }, 'interval records ingested');
-    }
-    for (const m of others) {
-      if (m.kind === 'live') await onLive(m);
-      else await onAck(m);
+    let events = false;
+    try {
+      if (records.length > 0) {
+        const result = await ingestRecords(db, records);
+        countIngest(result);
+        logger.debug({ ...result, batch: records.length }, 'interval records ingested');
+        events = result.stored > 0;
+      }
+      for (const m of others) {
+        const settled = m.kind === 'live' ? await onLive(m) : await onAck(m);
+        events ||= settled;
+      }
+    } finally {
+      if (events) onEvents?.();
     }
   }
 
-  async function onLive(m: DeviceInMessage): Promise<void> {
+  /** True when it settled a request (its event is committed). */
+  async function onLive(m: DeviceInMessage): Promise<boolean> {
     let requestedAt: Date | undefined;
     const token = tokenOf(m.payload);
     if (token) requestedAt = await sampleRequestedAt(db, m.deviceId, token);
     const outcome = parseLive(m.payload, m.receivedAt, () => requestedAt);
-    if (!outcome) return;
-    await settleSample(db, m.deviceId, outcome.token, outcome.state === 'done' ? { state: 'done', reading: outcome.reading } : { state: 'failed', reason: outcome.reason }, m.receivedAt);
+    if (!outcome) return false;
+    return settleSample(db, m.deviceId, outcome.token, outcome.state === 'done' ? { state: 'done', reading: outcome.reading } : { state: 'failed', reason: outcome.reason }, m.receivedAt);
   }
 
-  async function onAck(m: DeviceInMessage): Promise<void> {
+  /** True when it settled a request (its event is committed). */
+  async function onAck(m: DeviceInMessage): Promise<boolean> {
     const ack = parseAck(Buffer.from(m.payload).toString('utf8'));
-    if (!ack) return;
+    if (!ack) return false;
     if (ack.verb === 'resetenergy') {
-      if (ack.token) await settleReset(db, m.deviceId, ack.token, ack.result, ack.reason, m.receivedAt);
-      else if (ack.result === 'failed') await noteUnmatchedRejection(db, m.deviceId, ack.reason, m.receivedAt);
+      if (ack.token) return settleReset(db, m.deviceId, ack.token, ack.result, ack.reason, m.receivedAt);
+      if (ack.result === 'failed') await noteUnmatchedRejection(db, m.deviceId, ack.reason, m.receivedAt);
     } else if (ack.verb === 'sample' && ack.token && ack.result === 'failed') {
       // The meter refused the request line itself (e.g. an unreadable token).
-      await settleSample(db, m.deviceId, ack.token, { state: 'failed', reason: 'rejected' }, m.receivedAt);
+      return settleSample(db, m.deviceId, ack.token, { state: 'failed', reason: 'rejected' }, m.receivedAt);
     }
+    return false;
   }
 
   return isolatingPoison({ read: (msg, now) => readDeviceIn(msg.subject, prefix, msg.data, msg.headers?.get('Received-At') || undefined, now), store: handle, logger });

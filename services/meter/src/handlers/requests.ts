@@ -1,4 +1,5 @@
 import type { RequestEnvelope } from '@fleet/contracts';
+import type { CommitWindow } from '@fleet/db';
 import type { MessagePublisher, Published } from '@fleet/bridge-client';
 import type { ConnectivityReader } from '@fleet/registry-client';
 import { ConflictError, NotFoundError, RateLimitedError, warnIfFails, type HandlerResult, type Logger } from '@fleet/service-kit';
@@ -16,6 +17,8 @@ export interface RequestDeps {
   /** A meter's connectivity comes from device-registry. */
   registry: ConnectivityReader;
   topicRoot: string;
+  /** Called after a commit that wrote partner events to the outbox (the relay publishes them now rather than at its next poll). */
+  onEvents?: () => void;
 }
 
 /** A command line to a meter's sys/exe, through the bridge; 503 publish_failed when it did not reach the broker. */
@@ -63,12 +66,17 @@ export async function requestSample(deps: RequestDeps, req: RequestEnvelope, log
   };
 }
 
-export async function getSample(deps: RequestDeps, req: RequestEnvelope): Promise<HandlerResult> {
+/**
+ * A live reading's state. Reading one still pending past its deadline settles it no_reply (and
+ * writes its event), committed only until the request's deadline (`window`: the handler context).
+ */
+export async function getSample(deps: RequestDeps, req: RequestEnvelope, window: CommitWindow): Promise<HandlerResult> {
   const deviceId = meterOf(req);
   const token = req.params.token ?? '';
-  const view = isToken(token) ? await readSample(deps.db, deviceId, token) : null;
-  if (!view) throw new NotFoundError('No live reading with that token for this device.');
-  return { body: { ...view } };
+  const found = isToken(token) ? await readSample(deps.db, deviceId, token, window) : null;
+  if (!found) throw new NotFoundError('No live reading with that token for this device.');
+  if (found.settled) deps.onEvents?.();
+  return { body: { ...found.view } };
 }
 
 export async function requestReset(deps: RequestDeps, req: RequestEnvelope, log: Logger): Promise<HandlerResult> {

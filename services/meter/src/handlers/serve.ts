@@ -17,7 +17,7 @@ export function meterHandlers(deps: RequestDeps): ServiceHandlers<MeterSubject> 
     'meter.energy.get': (req) => getEnergy(readDb, req).then(asJsonText),
     'meter.report.send': (req) => sendReport(deps, req),
     'meter.sample.create': (req, ctx) => requestSample(deps, req, ctx.logger),
-    'meter.sample.get': (req) => getSample(deps, req),
+    'meter.sample.get': (req, ctx) => getSample(deps, req, ctx),
     'meter.reset.create': (req, ctx) => requestReset(deps, req, ctx.logger),
     'meter.reset.get': (req) => getReset(deps, req),
   };

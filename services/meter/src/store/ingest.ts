@@ -1,4 +1,6 @@
+import { recordPartnerEvents } from '@fleet/service-kit';
 import type { ClearMark } from '../domain/clears';
+import { RECORDS_PER_EVENT, recordsStoredData } from '../domain/events';
 import { planIngest, storedRow, streamsAndRanges, withoutCleared, withoutRepeats, type SeqRange, type StoredNeighbour } from '../domain/ingest-plan';
 import type { ParsedRecord } from '../domain/record';
 import { INGEST_LOCK_KEY, type MeterDb, type MeterTx } from './prisma';
@@ -21,7 +23,8 @@ export interface IngestResult {
  * (INSERT ... ON CONFLICT DO NOTHING, one statement), records from before a clear of their
  * device dropped, flags computed against the previous record of the same stream, and the
  * flags of the following stored record recomputed when a late record lands before it. The
- * rollups (store/rollups.ts) take the new records in the same statement that inserts them.
+ * rollups (store/rollups.ts) take the new records in the same statement that inserts them; the
+ * `meter.records_stored` events (recordsStoredEvents) go into the outbox in the same transaction.
  */
 export async function ingestRecords(db: MeterDb, records: ParsedRecord[]): Promise<IngestResult> {
   if (records.length === 0) return { stored: 0, duplicates: 0, cleared: 0 };
@@ -42,8 +45,10 @@ async function ingestInTx(tx: MeterTx, input: ParsedRecord[]): Promise<IngestRes
   if (fresh.length === 0) return { stored: 0, duplicates, cleared };
 
   const rows = fresh.map(({ record, derived }) => storedRow(record, derived));
-  // One statement: the records, and what they add to the rollups (only rows actually inserted).
-  const inserted = await tx.$queryRawUnsafe<Array<{ stored: number }>>(
+  // One statement: the records, what they add to the rollups (only rows actually inserted), and
+  // per device (in parts of at most RECORDS_PER_EVENT) how many were inserted and the arrival
+  // bookmark just before them: what the `meter.records_stored` events below announce.
+  const inserted = await tx.$queryRawUnsafe<Array<{ device_id: string; stored: number; after: bigint }>>(
     `WITH fresh AS (
      INSERT INTO interval_records (device_id, sid, seq, start_at, time_quality, duration_s, reads_n, reads_err,
         v_avg, v_min, v_max, i_avg, i_min, i_max, p_avg, p_min, p_max, f_avg, f_min, f_max, pf_avg, pf_min, pf_max,
@@ -60,14 +65,16 @@ async function ingestInTx(tx: MeterTx, input: ParsedRecord[]): Promise<IngestRes
         alarm_reads int, partial boolean, energy_reset boolean, meter_reconfigured boolean, quarantined boolean,
         quarantine_reason text, received_at timestamptz)
      ON CONFLICT (device_id, sid, seq) DO NOTHING
-     RETURNING ${AGGREGATED_COLUMNS}
+     RETURNING arrival_seq, ${AGGREGATED_COLUMNS}
      ), rolled_up AS (
      ${upsertRollups('fresh', 'add')}
      )
-     SELECT count(*)::int AS stored FROM fresh`,
+     SELECT device_id, count(*)::int AS stored, min(arrival_seq) - 1 AS after
+       FROM (SELECT device_id, arrival_seq, (row_number() OVER (PARTITION BY device_id ORDER BY arrival_seq) - 1) / ${RECORDS_PER_EVENT} AS part FROM fresh) f
+      GROUP BY device_id, part ORDER BY device_id, part`,
     JSON.stringify(rows),
   );
-  const stored = Number(inserted[0]?.stored ?? 0);
+  const stored = inserted.reduce((n, part) => n + Number(part.stored), 0);
   if (successorUpdates.length > 0) {
     const updates = successorUpdates;
     await tx.$executeRawUnsafe(
@@ -81,10 +88,43 @@ async function ingestInTx(tx: MeterTx, input: ParsedRecord[]): Promise<IngestRes
     await recomputeRollups(tx, updates.map((u) => u.arrival));
   }
   // The committed high-water mark of arrival sequence numbers (bookmarks never point past it).
-  await tx.$executeRawUnsafe(
-    `UPDATE meter_state SET arrival_hwm = GREATEST(arrival_hwm, (SELECT COALESCE(max(arrival_seq), 0) FROM interval_records)) WHERE id = 1`,
+  const state = await tx.$queryRawUnsafe<Array<{ epoch: string }>>(
+    `UPDATE meter_state SET arrival_hwm = GREATEST(arrival_hwm, (SELECT COALESCE(max(arrival_seq), 0) FROM interval_records)) WHERE id = 1 RETURNING epoch`,
   );
+  await recordsStoredEvents(tx, state[0]?.epoch ?? '', inserted);
   return { stored, duplicates: duplicates + (fresh.length - stored), cleared, quarantined: quarantinedByReason(rows) };
+}
+
+/**
+ * One `meter.records_stored` per device with records newly stored in this batch (one per
+ * RECORDS_PER_EVENT of them), in the batch's transaction: a batch rolled back announces
+ * nothing, and a redelivered batch stores nothing new, so it announces nothing again. One
+ * statement for the whole batch.
+ *
+ * Why `GET .../intervals?cursor=<cursor>&limit=<count>` lists exactly these records, even with
+ * several meter replicas ingesting at once: arrival order is decided under the ingest lock
+ * (INGEST_LOCK_KEY, taken first in this transaction and held until it ends). Every arrival_seq
+ * of this batch is drawn after the previous holder committed and before the next one can draw
+ * any, so batches never interleave in arrival order: the device's records after the bookmark
+ * (the arrival_seq before its first new record) are this batch's, in order, and then only
+ * those of later batches; `limit=<count>` stops at the last of this batch's. Sequence values
+ * lost to rolled-back batches are gaps no record fills. A part after the first starts after the
+ * previous part's last record the same way. (A clear of the device after the batch hides its
+ * records from every listing, these included.)
+ */
+async function recordsStoredEvents(tx: MeterTx, epoch: string, parts: Array<{ device_id: string; stored: number; after: bigint }>): Promise<void> {
+  const occurredAt = new Date();
+  await recordPartnerEvents(
+    tx,
+    parts
+      .filter((p) => Number(p.stored) > 0)
+      .map((p) => ({
+        type: 'meter.records_stored' as const,
+        deviceId: p.device_id,
+        data: recordsStoredData(p.device_id, epoch, Number(p.after), Number(p.stored)),
+        occurredAt,
+      })),
+  );
 }
 
 /**
