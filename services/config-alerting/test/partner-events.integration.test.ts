@@ -9,9 +9,8 @@
 import { DeliverPolicy } from 'nats';
 import { LightClient } from '@fleet/light-client';
 import { RegistryClient } from '@fleet/registry-client';
-import { PARTNER_EVENTS_STREAM, type Bus, type OutboxRelay } from '@fleet/service-kit';
+import { PARTNER_EVENTS_STREAM, partnerEventsRelay, type Bus, type OutboxRelay } from '@fleet/service-kit';
 import { LightStandIn, randomDeviceId, RegistryStandIn, waitFor } from '@fleet/test-kit';
-import { partnerEventsRelay } from '../src/handlers/outbox-relay';
 import { recordLevelChanges, saveDeviceLevels } from '../src/store/evaluation';
 import { EvaluationCycle } from '../src/use-cases/evaluation-cycle';
 import { connectBus, createTestDb, logger, startPrivateNats, type PrivateNats, type TestDb } from './support';

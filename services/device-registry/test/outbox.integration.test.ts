@@ -78,7 +78,7 @@ async function provision(deviceId = randomDeviceId()): Promise<string> {
 const rename = (deviceId: string, name: string, context = ctx()): Promise<HandlerResult> =>
   handlers['registry.device.rename'](envelope(deviceId, { body: { name } }), context);
 
-const lastSeq = async (): Promise<number> => (await jsm.streams.info(REGISTRY_EVENTS_STREAM)).state.last_seq;
+const lastSeq = async (stream = REGISTRY_EVENTS_STREAM): Promise<number> => (await jsm.streams.info(stream)).state.last_seq;
 
 interface StoredEvent {
   subject: string;
@@ -86,11 +86,11 @@ interface StoredEvent {
   msgId: string | undefined;
 }
 
-/** The events REGISTRY_EVENTS holds after stream sequence `after`, read with an ordered consumer. */
-async function eventsAfter(after: number): Promise<StoredEvent[]> {
-  const count = (await lastSeq()) - after;
+/** The events a stream (REGISTRY_EVENTS unless named) holds after stream sequence `after`, read with an ordered consumer. */
+async function eventsAfter(after: number, stream = REGISTRY_EVENTS_STREAM): Promise<StoredEvent[]> {
+  const count = (await lastSeq(stream)) - after;
   if (count === 0) return [];
-  const consumer = await watcher.connection.jetstream().consumers.get(REGISTRY_EVENTS_STREAM, { deliver_policy: DeliverPolicy.StartSequence, opt_start_seq: after + 1 });
+  const consumer = await watcher.connection.jetstream().consumers.get(stream, { deliver_policy: DeliverPolicy.StartSequence, opt_start_seq: after + 1 });
   const events: StoredEvent[] = [];
   for await (const m of await consumer.fetch({ max_messages: count, expires: 5_000 })) {
     events.push({ subject: m.subject, payload: m.json(), msgId: m.headers?.get('Nats-Msg-Id') });
@@ -101,12 +101,20 @@ async function eventsAfter(after: number): Promise<StoredEvent[]> {
 
 const outboxCount = (): Promise<number> => testDb.db.outboxEvent.count();
 const deviceEvent = (deviceId: string, change: string) => ({ subject: 'evt.registry.device.changed.v1', payload: { device_id: deviceId, change, at: expect.any(String) } });
+/** A partner event of the device, written by the same change (PARTNER_EVENTS). */
+const partnerEvent = (deviceId: string, type: string) => ({
+  subject: `evt.partner.${type}.v1`,
+  payload: expect.objectContaining({ event: expect.objectContaining({ type, device_id: deviceId, version: 1 }) }),
+});
+const PARTNER_EVENTS = 'PARTNER_EVENTS';
 
 it('keeps events in the outbox while NATS is out of reach, then publishes them in commit order, each once', async () => {
   const warnings = jest.spyOn(relayLogger, 'warn');
   const retries = jest.spyOn(relayLogger, 'debug');
   const recoveries = jest.spyOn(relayLogger, 'info');
   const before = await lastSeq();
+  await waitFor(() => jsm.streams.info(PARTNER_EVENTS).then(() => true), { what: 'the relay to create PARTNER_EVENTS' });
+  const partnerBefore = await lastSeq(PARTNER_EVENTS);
   proxy.cut();
 
   const deviceId = await provision();
@@ -119,11 +127,14 @@ it('keeps events in the outbox while NATS is out of reach, then publishes them i
   const waiting = await testDb.db.outboxEvent.findMany({ orderBy: { id: 'asc' } });
   expect(waiting.map((e) => ({ subject: e.subject, payload: e.payload }))).toEqual([
     deviceEvent(deviceId, 'provisioned'),
+    partnerEvent(deviceId, 'device.provisioned'),
     deviceEvent(deviceId, 'updated'),
     { subject: 'evt.registry.org.changed.v1', payload: { org_node_id: org.id, change: 'created', at: expect.any(String) } },
     deviceEvent(deviceId, 'moved'),
+    partnerEvent(deviceId, 'device.moved'),
     deviceEvent(deviceId, 'updated'),
     deviceEvent(deviceId, 'removed'),
+    partnerEvent(deviceId, 'device.removed'),
   ]);
   // Several failed attempts, one warning, nothing published, nothing lost.
   await waitFor(() => retries.mock.calls.length >= 2, { timeoutMs: 10_000, what: 'the relay to retry' });
@@ -133,7 +144,10 @@ it('keeps events in the outbox while NATS is out of reach, then publishes them i
 
   proxy.restore();
   await waitFor(async () => (await outboxCount()) === 0, { timeoutMs: 15_000, what: 'the outbox to empty' });
-  expect(await eventsAfter(before)).toEqual(waiting.map((e) => ({ subject: e.subject, payload: e.payload, msgId: e.msgId })));
+  // Each stream holds its own events, in commit order, once each.
+  const stored = (e: (typeof waiting)[number]) => ({ subject: e.subject, payload: e.payload, msgId: e.msgId });
+  expect(await eventsAfter(before)).toEqual(waiting.filter((e) => !e.subject.startsWith('evt.partner.')).map(stored));
+  expect(await eventsAfter(partnerBefore, PARTNER_EVENTS)).toEqual(waiting.filter((e) => e.subject.startsWith('evt.partner.')).map(stored));
   expect(recoveries.mock.calls.filter(([, message]) => message === 'relaying outbox events again')).toHaveLength(1);
 }, 40_000);
 

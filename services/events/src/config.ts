@@ -41,8 +41,8 @@ const schema = baseConfigSchema.extend({
     }
   }),
   /** Deliveries one replica sends at once, and to one endpoint at once. */
-  WEBHOOK_CONCURRENCY: z.coerce.number().int().min(1).default(64),
-  WEBHOOK_CONCURRENCY_PER_ENDPOINT: z.coerce.number().int().min(1).default(8),
+  WEBHOOK_CONCURRENCY: z.coerce.number().int().min(1).default(256),
+  WEBHOOK_CONCURRENCY_PER_ENDPOINT: z.coerce.number().int().min(1).default(32),
   /** Days the delivery log keeps a settled delivery. */
   DELIVERY_RETENTION_DAYS: z.coerce.number().int().min(1).default(30),
 

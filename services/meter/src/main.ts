@@ -1,7 +1,7 @@
 import { BridgeClient } from '@fleet/bridge-client';
 import { RegistryClient } from '@fleet/registry-client';
 import { ensureDatabase, migrate } from '@fleet/db';
-import { ServiceRuntime, DurablePullConsumer, OutboxRelay, PARTNER_EVENTS_STREAM, type OutboxDb } from '@fleet/service-kit';
+import { DurablePullConsumer, partnerEventsRelay, ServiceRuntime } from '@fleet/service-kit';
 import { meterFilter, meterParts, readMeterConfig } from './config';
 import { deviceInProcessor } from './handlers/device-in';
 import { SampleSweep } from './handlers/sample-sweep';
@@ -24,9 +24,9 @@ async function main(): Promise<void> {
   // answers; queries: a live reading read past its deadline; either: the no_reply sweep), so every
   // replica relays its outbox to PARTNER_EVENTS (one pass at a time across replicas: the relay's
   // advisory lock). It creates the stream if missing, then publishes what earlier runs left.
-  const relay = new OutboxRelay(db as unknown as OutboxDb, bus.connection, logger.child({ component: 'outbox-relay' }), { streams: [PARTNER_EVENTS_STREAM] });
+  const relay = partnerEventsRelay(db, bus.connection, logger.child({ component: 'outbox-relay' }));
   // A commit that wrote events: relay now rather than at the next poll.
-  const onEvents = (): void => void relay.wake(0);
+  const onEvents = (): void => relay.nudge();
   relay.start();
   // Intake closers run in reverse order: the sweep and the consumer stop first, then the relay,
   // all before the bus drains. Events committed after that wait in the outbox for another

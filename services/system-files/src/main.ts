@@ -1,12 +1,11 @@
 import { BridgeClient } from '@fleet/bridge-client';
 import { ensureDatabase, migrate } from '@fleet/db';
 import { RegistryClient } from '@fleet/registry-client';
-import { DurablePullConsumer, ServiceRuntime } from '@fleet/service-kit';
+import { DurablePullConsumer, partnerEventsRelay, ServiceRuntime } from '@fleet/service-kit';
 import { readSystemConfig, systemFilter } from './config';
 import { createFileUrls, UrlTokens } from './domain/signed-urls';
 import { sysTrafficProcessor } from './handlers/device-in';
 import { startHousekeeping } from './handlers/housekeeping';
-import { partnerEventsRelay } from './handlers/outbox-relay';
 import { serveSystem } from './handlers/serve';
 import { DeviceInHistory } from './history/device-in-history';
 import { startFileServer } from './http/file-server';

@@ -8,12 +8,11 @@
  * nats-server, so its PARTNER_EVENTS never meets a fleet's on the shared one.
  */
 import { connect, DeliverPolicy, type JetStreamManager, type NatsConnection } from 'nats';
-import { PARTNER_EVENTS_STREAM, type HandlerContext, type OutboxRelay } from '@fleet/service-kit';
+import { PARTNER_EVENTS_STREAM, partnerEventsRelay, type HandlerContext, type OutboxRelay } from '@fleet/service-kit';
 import { principal, randomDeviceId, startPrivateNats, waitFor, type PrivateNats } from '@fleet/test-kit';
 import { readFeedLine } from '../src/domain/feed';
 import { newTransferId } from '../src/domain/transfer';
 import type { SystemDeps } from '../src/handlers/deps';
-import { partnerEventsRelay } from '../src/handlers/outbox-relay';
 import { listResponses } from '../src/handlers/responses';
 import { createTransfer, getTransfer } from '../src/handlers/transfers';
 import { appendFeedRows } from '../src/store/responses';

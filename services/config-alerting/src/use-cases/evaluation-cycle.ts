@@ -41,7 +41,7 @@ export interface CycleDeps {
   /** This replica's name in shard claims. */
   owner?: string;
   /** The outbox relay, told when a cycle committed alert.level_changed events (it publishes them now rather than at its next poll). */
-  relay?: { wake(): Promise<void> };
+  relay?: { nudge(): void };
   now?: () => Date;
 }
 
@@ -160,7 +160,7 @@ export class EvaluationCycle {
       await evaluation.recordLevelChanges(tx, changed, sensorsOf, now);
       return changed.length;
     });
-    if (changes > 0) void this.deps.relay?.wake();
+    if (changes > 0) this.deps.relay?.nudge();
     took('commit');
     const writes = await this.writeDue(devices, cycle);
     took('writes');

@@ -10,7 +10,7 @@ import { retryDelay } from '../domain/retry-schedule';
 import { openSecret } from '../domain/secret-box';
 import { deliveryHeaders } from '../domain/signing';
 import type { ReceiverClient } from '../http/receiver-client';
-import { anyDue, claimDue, settleFailed, settleSucceeded, type ClaimedDelivery } from '../store/deliveries';
+import { anyDue, claimDue, settleAttempt, type ClaimedDelivery } from '../store/deliveries';
 import type { EventsDb } from '../store/prisma';
 
 export interface DeliveryWorkerOptions {
@@ -119,11 +119,11 @@ export class DeliveryWorker {
     const outcome = await client.post(delivery.url, deliveryHeaders(secrets, delivery.eventId, at, body), body);
     const result = { at, status: outcome.status, error: outcome.error, durationMs: Date.now() - at.getTime() };
     if (outcome.error === null) {
-      await settleSucceeded(db, delivery.id, result);
+      await settleAttempt(db, delivery.id, result, { succeeded: true });
       return;
     }
     const delay = retryDelay(schedule, delivery.attempts + 1);
-    await settleFailed(db, delivery.id, result, delay === null ? null : new Date(Date.now() + delay));
+    await settleAttempt(db, delivery.id, result, { succeeded: false, retryAt: delay === null ? null : new Date(Date.now() + delay) });
     if (delay === null) logger.info({ delivery_id: delivery.id, webhook_id: delivery.webhookId, attempts: delivery.attempts + 1 }, 'delivery is dead after its last attempt');
   }
 }

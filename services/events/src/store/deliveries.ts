@@ -112,39 +112,19 @@ export interface AttemptOutcome {
   durationMs: number;
 }
 
-/** Records a successful attempt. */
-export async function settleSucceeded(db: EventsTx, id: string, outcome: AttemptOutcome): Promise<void> {
-  await db.delivery.updateMany({
-    where: { id, state: 'pending' },
-    data: {
-      state: 'succeeded',
-      attempts: { increment: 1 },
-      nextAttemptAt: null,
-      leaseUntil: null,
-      deliveredAt: outcome.at,
-      lastAttemptAt: outcome.at,
-      lastStatus: outcome.status,
-      lastError: null,
-      lastDurationMs: outcome.durationMs,
-    },
-  });
-}
-
-/** Records a failed attempt: the next one at `retryAt`, or dead when there is none. */
-export async function settleFailed(db: EventsTx, id: string, outcome: AttemptOutcome, retryAt: Date | null): Promise<void> {
-  await db.delivery.updateMany({
-    where: { id, state: 'pending' },
-    data: {
-      state: retryAt ? 'pending' : 'dead',
-      attempts: { increment: 1 },
-      nextAttemptAt: retryAt,
-      leaseUntil: null,
-      lastAttemptAt: outcome.at,
-      lastStatus: outcome.status,
-      lastError: outcome.error,
-      lastDurationMs: outcome.durationMs,
-    },
-  });
+/**
+ * Records an attempt: succeeded, failed with its next attempt at `retryAt`, or dead (failed,
+ * no `retryAt`). One plain statement: it runs once per delivery, the delivery path's hottest write.
+ */
+export async function settleAttempt(db: EventsTx, id: string, outcome: AttemptOutcome, result: { succeeded: true } | { succeeded: false; retryAt: Date | null }): Promise<void> {
+  const state = result.succeeded ? 'succeeded' : result.retryAt ? 'pending' : 'dead';
+  const nextAttemptAt = result.succeeded ? null : result.retryAt;
+  await db.$executeRaw`
+    UPDATE deliveries SET
+      state = ${state}, attempts = attempts + 1, next_attempt_at = ${nextAttemptAt}::timestamptz, lease_until = NULL,
+      delivered_at = ${result.succeeded ? outcome.at : null}::timestamptz,
+      last_attempt_at = ${outcome.at}::timestamptz, last_status = ${outcome.status}::int, last_error = ${outcome.error}, last_duration_ms = ${outcome.durationMs}::int
+    WHERE id = ${id} AND state = 'pending'`;
 }
 
 /** The endpoint's deliveries newest first, after the cursor's position. */

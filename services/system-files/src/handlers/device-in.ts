@@ -1,13 +1,12 @@
 import type { JsMsg } from 'nats';
 import { parseAcknowledgement, parseCaptureSubject } from '@fleet/device-protocol';
-import { isolatingPoison, type Logger } from '@fleet/service-kit';
+import { isolatingPoison, type Logger, type OutboxNudge } from '@fleet/service-kit';
 import { readFeedLine } from '../domain/feed';
 import { settlement } from '../domain/transfer';
 import type { SystemDb } from '../store/prisma';
 import { appendFeedRows, type NewFeedRow } from '../store/responses';
 import { saveSettings } from '../store/settings';
 import { settleTransfer } from '../store/transfers';
-import type { RelayWaker } from './outbox-relay';
 
 /** A `sys/*` message of a device, as captured into DEVICE_IN. */
 export interface SysMessage {
@@ -52,7 +51,7 @@ function settingsDoc(text: string): Record<string, unknown> | null {
  * that still fails while others succeed is poison (terminated, logged) and never blocks the rest;
  * when every one fails, or the database is out of reach, the batch is redelivered (isolatingPoison).
  */
-export function sysTrafficProcessor(db: SystemDb, prefix: string, logger: Logger, relay?: RelayWaker) {
+export function sysTrafficProcessor(db: SystemDb, prefix: string, logger: Logger, relay?: OutboxNudge) {
   async function handle(messages: SysMessage[]): Promise<void> {
     const rows: NewFeedRow[] = [];
     for (const m of messages) {
@@ -69,7 +68,7 @@ export function sysTrafficProcessor(db: SystemDb, prefix: string, logger: Logger
         }
         return written;
       });
-      if (events > 0) void relay?.wake();
+      if (events > 0) relay?.nudge();
     }
     for (const m of messages) {
       if (m.kind !== 'sys.settings') continue;

@@ -1,8 +1,7 @@
-import { warnIfFails, type Logger } from '@fleet/service-kit';
+import { warnIfFails, type Logger, type OutboxNudge } from '@fleet/service-kit';
 import type { SystemDb } from '../store/prisma';
 import { pruneFeed } from '../store/responses';
 import { pruneTransfers, settleOverdue } from '../store/transfers';
-import type { RelayWaker } from './outbox-relay';
 
 export interface HousekeepingOptions {
   sweepMs: number;
@@ -21,7 +20,7 @@ const PRUNE_EVERY = 600;
  * replica may run it: the updates are conditional, so a transfer is settled, and its
  * file_transfer.settled event written, once) and drops transfers and feed rows past their retention.
  */
-export function startHousekeeping(db: SystemDb, options: HousekeepingOptions, logger: Logger, relay?: RelayWaker): { stop(): void } {
+export function startHousekeeping(db: SystemDb, options: HousekeepingOptions, logger: Logger, relay?: OutboxNudge): { stop(): void } {
   let sweeps = 0;
   let running = false;
   const tick = async () => {
@@ -32,7 +31,7 @@ export function startHousekeeping(db: SystemDb, options: HousekeepingOptions, lo
       const settled = await settleOverdue(db, now, new Date(now.getTime() - options.queuedGraceMs));
       if (settled > 0) {
         logger.debug({ settled }, 'overdue transfers settled');
-        void relay?.wake();
+        relay?.nudge();
       }
       if (sweeps % PRUNE_EVERY === 0) {
         await pruneTransfers(db, new Date(now.getTime() - options.transferRetentionDays * DAY_MS));
