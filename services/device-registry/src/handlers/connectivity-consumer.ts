@@ -1,6 +1,6 @@
 import type { NatsConnection } from 'nats';
 import { DurablePullConsumer, type Logger } from '@fleet/service-kit';
-import { parseBatch, summarizeBatch } from '../domain/connectivity';
+import { parseBatch, summarizeBatch, type ConnectivityEvent } from '../domain/connectivity';
 import { applyConnectivityEffects, recordConnectivityEvents } from '../store/connectivity';
 import type { RegistryDb } from '../store/prisma';
 
@@ -12,8 +12,9 @@ export interface ConnectivityConsumerOptions {
 
 /**
  * Consumes the bridge's connectivity batches (DEVICE_EVENTS, durable `registry-connectivity`
- * shared by all replicas): each batch is applied in one transaction with the partner events of
- * the status changes it made, then acked; the outbox relay is nudged to publish them now.
+ * shared by all replicas): the batches of a pull are applied in as few transactions as keep each
+ * device's batches in order, each with the partner events of the status changes it made, then
+ * acked; the outbox relay is nudged to publish the events now.
  */
 export function connectivityConsumer(nc: NatsConnection, db: RegistryDb, options: ConnectivityConsumerOptions, logger: Logger, outbox?: { nudge(): void }): DurablePullConsumer {
   return new DurablePullConsumer(nc, {
@@ -23,6 +24,24 @@ export function connectivityConsumer(nc: NatsConnection, db: RegistryDb, options
     batch: 50,
     logger,
     process: async (messages) => {
+      // Batches that name disjoint devices are applied together, in one transaction: under load
+      // that is one commit for many batches. A device named again starts a new group, so each
+      // device's batches still apply one after the other, as they were published.
+      let group: ConnectivityEvent[] = [];
+      let devices = new Set<string>();
+      const flush = async (): Promise<void> => {
+        if (group.length === 0) return;
+        const effects = summarizeBatch(group);
+        group = [];
+        devices = new Set();
+        const changed = await db.$transaction(async (tx) => {
+          const transitions = await applyConnectivityEffects(tx, effects);
+          // The partners' device.connected / device.disconnected, committed with the status.
+          await recordConnectivityEvents(tx, transitions);
+          return transitions.length;
+        });
+        if (changed > 0) outbox?.nudge();
+      };
       for (const m of messages) {
         let payload: unknown;
         try {
@@ -33,15 +52,12 @@ export function connectivityConsumer(nc: NatsConnection, db: RegistryDb, options
         }
         const { events, rejected } = parseBatch(payload);
         if (rejected > 0) logger.warn({ seq: m.seq, rejected }, 'dropped malformed connectivity events');
-        const effects = summarizeBatch(events);
-        const changed = await db.$transaction(async (tx) => {
-          const transitions = await applyConnectivityEffects(tx, effects);
-          // The partners' device.connected / device.disconnected, committed with the status.
-          await recordConnectivityEvents(tx, transitions);
-          return transitions.length;
-        });
-        if (changed > 0) outbox?.nudge();
+        const named = new Set(events.map((e) => e.device_id));
+        if ([...named].some((id) => devices.has(id))) await flush();
+        group.push(...events);
+        for (const id of named) devices.add(id);
       }
+      await flush();
     },
   });
 }
