@@ -16,3 +16,4 @@ export * from './streams';
 export * from './durable-events';
 export * from './outbox';
 export * from './outbox-relay';
+export * from './periodic-job';

@@ -4,7 +4,8 @@
  * published if and only if the change commits, and `OutboxRelay` moves committed events to
  * their JetStream streams, oldest first, deleting each only once the stream stored it.
  *
- * The table has one shape in every service (its migration creates it):
+ * The table has one shape in every service: copy the device registry's Prisma model
+ * `OutboxEvent` and generate the migration (scripts/migration-diff.sh):
  *   outbox_events(id BIGSERIAL PRIMARY KEY, subject TEXT, payload JSONB,
  *                 msg_id UUID DEFAULT gen_random_uuid(), created_at TIMESTAMPTZ(3))
  */
@@ -28,16 +29,6 @@ export interface PendingEvent {
   payload: unknown;
   msgId: string;
 }
-
-/** The outbox table's DDL, for a service's migration (kept here so every service has the same table). */
-export const OUTBOX_TABLE_SQL = `CREATE TABLE "outbox_events" (
-    "id" BIGSERIAL NOT NULL,
-    "subject" TEXT NOT NULL,
-    "payload" JSONB NOT NULL,
-    "msg_id" UUID NOT NULL DEFAULT gen_random_uuid(),
-    "created_at" TIMESTAMPTZ(3) NOT NULL DEFAULT CURRENT_TIMESTAMP,
-    CONSTRAINT "outbox_events_pkey" PRIMARY KEY ("id")
-);`;
 
 /** The stream partner-facing events (push events) are kept in: every producing service's relay creates or updates it. */
 export const PARTNER_EVENTS_STREAM = 'PARTNER_EVENTS';

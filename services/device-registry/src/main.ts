@@ -1,6 +1,6 @@
 import { BridgeClient } from '@fleet/bridge-client';
 import { ensureDatabase, migrate } from '@fleet/db';
-import { ServiceRuntime } from '@fleet/service-kit';
+import { PeriodicJob, ServiceRuntime } from '@fleet/service-kit';
 import { BrokerHook } from './broker/broker-hook';
 import { CredentialCache } from './broker/credential-cache';
 import { HookCredentials, type RegistryBroker } from './broker/hook-credentials';
@@ -14,7 +14,6 @@ import { OutboxRelay } from './handlers/outbox-relay';
 import { RecentConnectivity } from './handlers/recent-connectivity';
 import { serveRegistry } from './handlers/registry';
 import { telemetryConsumer } from './handlers/telemetry-consumer';
-import { PeriodicJob } from './jobs/periodic';
 import { MIGRATIONS_DIR } from './migrations';
 import { disconnectSilent } from './store/connectivity';
 import { openRegistryDb } from './store/prisma';

@@ -1,6 +1,6 @@
 import { ensureDatabase, migrate } from '@fleet/db';
 import { RegistryClient } from '@fleet/registry-client';
-import { ensureStream, eventStreamPlan, PARTNER_EVENTS_STREAM, ServiceRuntime } from '@fleet/service-kit';
+import { ensureStream, eventStreamPlan, PARTNER_EVENTS_STREAM, PeriodicJob, ServiceRuntime } from '@fleet/service-kit';
 import { DevicePlaces } from './access/device-places';
 import { PartnerAccessDirectory } from './access/partner-access';
 import { readEventsConfig, secretsKeyOf } from './config';
@@ -83,13 +83,17 @@ async function main(): Promise<void> {
   worker.start();
   runtime.onClose(() => worker.stop());
 
-  const purge = setInterval(() => {
-    purgeSettled(db, new Date(Date.now() - config.DELIVERY_RETENTION_DAYS * 86_400_000))
-      .then((removed) => removed > 0 && logger.info({ removed }, 'deliveries past retention deleted'))
-      .catch((err: unknown) => logger.warn({ err }, 'could not delete deliveries past retention'));
-  }, PURGE_INTERVAL_MS);
-  purge.unref();
-  runtime.onClose(() => clearInterval(purge));
+  const purge = new PeriodicJob(
+    'delivery-retention',
+    PURGE_INTERVAL_MS,
+    async () => {
+      const removed = await purgeSettled(db, new Date(Date.now() - config.DELIVERY_RETENTION_DAYS * 86_400_000));
+      if (removed > 0) logger.info({ removed }, 'deliveries past retention deleted');
+    },
+    logger,
+  );
+  purge.start();
+  runtime.onClose(() => purge.stop());
 
   runtime.ready({ stream_port: streamPort, local_receivers: policy.local });
 }

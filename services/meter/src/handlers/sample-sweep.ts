@@ -1,4 +1,4 @@
-import { counter, type Logger } from '@fleet/service-kit';
+import { counter, PeriodicJob, type Logger } from '@fleet/service-kit';
 import type { MeterDb } from '../store/prisma';
 import { settleExpiredSamples } from '../store/requests';
 
@@ -11,21 +11,19 @@ const sweptSamples = counter('fleet_meter_samples_no_reply_total', 'Live-reading
  * whoever gets there first (store/requests.ts settleExpiredSamples).
  */
 export class SampleSweep {
-  private timer?: NodeJS.Timeout;
-  private running?: Promise<void>;
-  private stopped = true;
+  private readonly job: PeriodicJob;
 
   constructor(
     private readonly db: MeterDb,
     private readonly intervalMs: number,
     private readonly logger: Logger,
     private readonly onEvents?: () => void,
-  ) {}
+  ) {
+    this.job = new PeriodicJob('no-reply-sweep', intervalMs, async () => void (await this.sweep()), logger);
+  }
 
   start(): void {
-    if (!this.stopped) return;
-    this.stopped = false;
-    this.schedule(this.intervalMs);
+    this.job.start(this.intervalMs);
   }
 
   /** One sweep now; how many requests it settled. */
@@ -39,21 +37,8 @@ export class SampleSweep {
     return settled;
   }
 
-  private schedule(delay: number): void {
-    if (this.stopped) return;
-    this.timer = setTimeout(() => {
-      this.running = this.sweep()
-        .then(() => undefined)
-        .catch((err: unknown) => this.logger.warn({ err }, 'the no_reply sweep failed; it runs again at its next interval'))
-        .finally(() => this.schedule(this.intervalMs));
-    }, delay);
-    this.timer.unref();
-  }
-
   /** Lets a sweep under way finish and stops. */
-  async stop(): Promise<void> {
-    this.stopped = true;
-    if (this.timer) clearTimeout(this.timer);
-    await this.running;
+  stop(): Promise<void> {
+    return this.job.stop();
   }
 }

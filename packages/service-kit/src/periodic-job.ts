@@ -1,4 +1,4 @@
-import type { Logger } from '@fleet/service-kit';
+import type { Logger } from './logger';
 
 /** Runs `task` every `intervalMs` (never overlapping itself) until stopped. */
 export class PeriodicJob {
@@ -13,9 +13,10 @@ export class PeriodicJob {
     private readonly logger: Logger,
   ) {}
 
-  start(): void {
+  /** The first run after `firstDelayMs` (at once by default), then every interval. */
+  start(firstDelayMs = 0): void {
     this.stopped = false;
-    this.schedule(0);
+    this.schedule(firstDelayMs);
   }
 
   private schedule(delay: number): void {
