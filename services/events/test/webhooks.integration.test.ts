@@ -9,7 +9,7 @@ import { JSONCodec } from 'nats';
 import { Webhook } from 'standardwebhooks';
 import { newPartnerEvent, partnerEventSubject, type PartnerEventType, type Permission, type Principal, type ReplyEnvelope } from '@fleet/contracts';
 import { RegistryClient } from '@fleet/registry-client';
-import { ensureStream, eventStreamPlan, PARTNER_EVENTS_STREAM, publishDurable, type Bus, type DurablePullConsumer } from '@fleet/service-kit';
+import { Bus, ensureStream, eventStreamPlan, PARTNER_EVENTS_STREAM, publishDurable, type DurablePullConsumer } from '@fleet/service-kit';
 import { randomDeviceId, RegistryStandIn, uniqueId, waitFor, WebhookReceiver } from '@fleet/test-kit';
 import { DevicePlaces } from '../src/access/device-places';
 import { PartnerAccessDirectory } from '../src/access/partner-access';
@@ -34,6 +34,7 @@ let fanout: DurablePullConsumer;
 let worker: DeliveryWorker;
 let streams: StreamServer;
 let client: ReceiverClient;
+const fanoutDurable = uniqueId('fanout');
 /** What gateway.partner.access answers, by partner id. */
 const partners = new Map<string, { permissions: Permission[]; org_grants: number[] }>();
 
@@ -59,7 +60,7 @@ beforeAll(async () => {
   streams = new StreamServer({ nc: bus.connection, db: testDb.db, access, places, stream: PARTNER_EVENTS_STREAM, maxPerPartner: 2, keepAliveMs: 60_000, logger });
   await streams.listen(0, '127.0.0.1');
   serveEvents(bus, { db: testDb.db, secretsKey: KEY, policy: { local: true }, webhooksPerPartner: 3, queued: () => worker.nudge(), tickets: streams, registry: registryClient });
-  fanout = fanoutConsumer(bus.connection, { db: testDb.db, access, places, logger, stored: () => worker.nudge() }, { stream: PARTNER_EVENTS_STREAM, durable: uniqueId('fanout') });
+  fanout = fanoutConsumer(bus.connection, { db: testDb.db, access, places, logger, stored: () => worker.nudge() }, { stream: PARTNER_EVENTS_STREAM, durable: fanoutDurable });
   fanout.start();
   worker.start();
 });
@@ -254,6 +255,84 @@ describe('deliveries', () => {
     expect(second.body.deliveries).toHaveLength(1);
     expect(second.body.next_cursor).toBeNull();
     expect(await call('events.delivery.list', p, { params: { webhook_id: hook.id }, query: { cursor: 'nope' } })).toMatchObject({ ok: false, error: { status: 400 } });
+  });
+});
+
+describe('sharing the work', () => {
+  it('two replicas (fan-out and delivery each) deliver every event once between them', async () => {
+    const receiver = await new WebhookReceiver().start();
+    const second = new DeliveryWorker({
+      db: testDb.db,
+      client,
+      secretsKey: KEY,
+      schedule: [100],
+      timeoutMs: 2000,
+      concurrency: 16,
+      perEndpoint: 4,
+      logger,
+      pollMs: 100,
+    });
+    const timeouts = { cacheMs: 0, timeoutMs: 2000 };
+    const registryClient = new RegistryClient(bus, { timeoutMs: 2000, logger });
+    const secondFanout = fanoutConsumer(
+      bus.connection,
+      { db: testDb.db, access: new PartnerAccessDirectory(bus, timeouts), places: new DevicePlaces(registryClient, timeouts), logger, stored: () => second.nudge() },
+      { stream: PARTNER_EVENTS_STREAM, durable: fanoutDurable },
+    );
+    second.start();
+    secondFanout.start();
+    try {
+      const p = partner(['health_read'], [1]);
+      const hook = await createHook(p, receiver.url, ['device.connected']);
+      receiver.trust(hook.secret);
+      const ids: string[] = [];
+      for (let i = 0; i < 30; i += 1) ids.push(await publish('device.connected', device([1]), connected()));
+      await waitFor(() => new Set(eventsOf(receiver).map((e) => e.id)).size === 30, { timeoutMs: 10_000, what: 'every event' });
+      expect(eventsOf(receiver).map((e) => e.id).sort()).toEqual([...ids].sort());
+      expect(receiver.received.every((d) => d.verified)).toBe(true);
+    } finally {
+      await secondFanout.stop();
+      await second.stop();
+      await receiver.close();
+    }
+  }, 20_000);
+
+  it('a receiver that hangs holds only its own share: another partner’s event goes out meanwhile', async () => {
+    const hanging = http.createServer(() => undefined);
+    await new Promise<void>((resolve) => hanging.listen(0, '127.0.0.1', () => resolve()));
+    const receiver = await new WebhookReceiver().start();
+    try {
+      const slow = partner(['health_read'], [1]);
+      await createHook(slow, `http://127.0.0.1:${(hanging.address() as { port: number }).port}/hook`, ['device.connected']);
+      const quick = partner(['health_read'], [1]);
+      await createHook(quick, receiver.url, ['device.connected']);
+      // More deliveries for the hanging endpoint than the replica sends at once (16), each held for the whole timeout.
+      for (let i = 0; i < 20; i += 1) await publish('device.connected', device([1]), connected());
+      const started = Date.now();
+      // The quick endpoint subscribes to the same type: it gets those twenty too, while the hanging one holds its share (4).
+      await waitFor(() => receiver.received.length >= 20, { timeoutMs: 1_500, what: 'the other partner’s deliveries before the hanging receiver times out (2 s)' });
+      expect(Date.now() - started).toBeLessThan(2_000);
+    } finally {
+      hanging.closeAllConnections();
+      hanging.close();
+      await receiver.close();
+    }
+  });
+
+  it('refuses receivers on loopback, private or link-local addresses, and plain http, outside the local fleet', async () => {
+    const prefix = uniqueId('guard');
+    const guardedBus = await Bus.connect({ servers: nats.url, service: 'events', logger, requestTimeoutMs: 3000, subjectPrefix: `${prefix}.` });
+    try {
+      serveEvents(guardedBus, { db: testDb.db, secretsKey: KEY, policy: { local: false }, webhooksPerPartner: 20, queued: () => undefined, tickets: streams, registry: new RegistryClient(bus, { timeoutMs: 2000, logger }) });
+      const p = partner([]);
+      const create = (url: string) =>
+        guardedBus.request('events.webhook.create', { request_id: uniqueId('req'), principal: p, params: {}, query: {}, body: { url, event_types: ['device.removed'] } } as never);
+      for (const url of ['https://127.0.0.1/hook', 'https://10.0.0.7/hook', 'https://169.254.169.254/latest', 'https://[::1]/hook', 'https://localhost/hook', 'http://93.184.216.34/hook']) {
+        expect({ url, reply: await create(url) }).toMatchObject({ url, reply: { ok: false, error: { status: 400, code: 'validation_error' } } });
+      }
+    } finally {
+      await guardedBus.drain();
+    }
   });
 });
 

@@ -7,6 +7,7 @@
  */
 import type { Logger } from '@fleet/service-kit';
 import { retryDelay } from '../domain/retry-schedule';
+import { deliveryAttempts, deliveryDuration, eventToDelivery } from '../metrics';
 import { openSecret } from '../domain/secret-box';
 import { deliveryHeaders } from '../domain/signing';
 import type { ReceiverClient } from '../http/receiver-client';
@@ -118,12 +119,17 @@ export class DeliveryWorker {
     const body = JSON.stringify(delivery.event);
     const outcome = await client.post(delivery.url, deliveryHeaders(secrets, delivery.eventId, at, body), body);
     const result = { at, status: outcome.status, error: outcome.error, durationMs: Date.now() - at.getTime() };
+    deliveryDuration.observe(result.durationMs / 1000);
     if (outcome.error === null) {
       await settleAttempt(db, delivery.id, result, { succeeded: true });
+      deliveryAttempts.inc({ outcome: 'succeeded' });
+      const occurredAt = Date.parse((delivery.event as { occurred_at?: string }).occurred_at ?? '');
+      if (delivery.attempts === 0 && Number.isFinite(occurredAt)) eventToDelivery.observe(Math.max(0, Date.now() - occurredAt) / 1000);
       return;
     }
     const delay = retryDelay(schedule, delivery.attempts + 1);
     await settleAttempt(db, delivery.id, result, { succeeded: false, retryAt: delay === null ? null : new Date(Date.now() + delay) });
+    deliveryAttempts.inc({ outcome: delay === null ? 'dead' : 'retrying' });
     if (delay === null) logger.info({ delivery_id: delivery.id, webhook_id: delivery.webhookId, attempts: delivery.attempts + 1 }, 'delivery is dead after its last attempt');
   }
 }

@@ -12,6 +12,7 @@ import { DurablePullConsumer, type Logger } from '@fleet/service-kit';
 import type { DevicePlaces } from '../access/device-places';
 import type { PartnerAccessDirectory } from '../access/partner-access';
 import { mayReceive } from '../domain/audience';
+import { fannedOut } from '../metrics';
 import { newDeliveryId } from '../domain/ids';
 import { insertDeliveries, type NewDelivery } from '../store/deliveries';
 import type { EventsDb } from '../store/prisma';
@@ -81,7 +82,11 @@ export function fanoutConsumer(nc: NatsConnection, deps: FanoutDeps, options: { 
       const events = decode(messages, deps.logger);
       if (events.length === 0) return;
       const deliveries = await planDeliveries(deps, events);
-      if ((await insertDeliveries(deps.db, deliveries)) > 0) deps.stored();
+      const stored = await insertDeliveries(deps.db, deliveries);
+      if (stored > 0) {
+        fannedOut.inc(stored);
+        deps.stored();
+      }
     },
   });
 }
