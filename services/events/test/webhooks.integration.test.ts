@@ -330,6 +330,8 @@ describe('sharing the work', () => {
       for (const url of ['https://127.0.0.1/hook', 'https://10.0.0.7/hook', 'https://169.254.169.254/latest', 'https://[::1]/hook', 'https://localhost/hook', 'http://93.184.216.34/hook']) {
         expect({ url, reply: await create(url) }).toMatchObject({ url, reply: { ok: false, error: { status: 400, code: 'validation_error' } } });
       }
+      // A name that does not resolve yet is taken: each delivery checks the addresses it connects to.
+      expect(await create('https://receiver-not-set-up-yet.invalid/hook')).toMatchObject({ ok: true, status: 201 });
     } finally {
       await guardedBus.drain();
     }

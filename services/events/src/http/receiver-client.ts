@@ -30,6 +30,15 @@ export class ReceiverClient {
   }
 
   post(url: string, headers: Record<string, string>, body: string): Promise<PostOutcome> {
+    let target: URL;
+    try {
+      target = new URL(url);
+    } catch {
+      return Promise.resolve({ status: null, error: 'the endpoint URL is not valid' });
+    }
+    // An address written in the URL is never looked up: it is checked here.
+    const literal = target.hostname.replace(/^\[|\]$/g, '');
+    if (net.isIP(literal) && !addressAllowed(literal, this.options.policy)) return Promise.resolve({ status: null, error: `address ${literal} is not allowed` });
     return new Promise((resolve) => {
       let settled = false;
       const finish = (outcome: PostOutcome): void => {
@@ -38,18 +47,6 @@ export class ReceiverClient {
         clearTimeout(timer);
         resolve(outcome);
       };
-      let target: URL;
-      try {
-        target = new URL(url);
-      } catch {
-        finish({ status: null, error: 'the endpoint URL is not valid' });
-        return;
-      }
-      const literal = target.hostname.replace(/^\[|\]$/g, '');
-      if (net.isIP(literal) && !addressAllowed(literal, this.options.policy)) {
-        finish({ status: null, error: `address ${literal} is not allowed` });
-        return;
-      }
       const secure = target.protocol === 'https:';
       const request = (secure ? https : http).request(
         target,
@@ -105,7 +102,7 @@ export class ReceiverClient {
   }
 }
 
-/** Every address a receiver's host resolves to is allowed (the check when an endpoint is created or changed). */
+/** Every address a receiver's host resolves to now is allowed (the check when an endpoint is created or changed). */
 export async function hostAllowed(url: string, policy: ReceiverPolicy): Promise<{ ok: true } | { ok: false; reason: string }> {
   const host = new URL(url).hostname.replace(/^\[|\]$/g, '');
   if (net.isIP(host)) return addressAllowed(host, policy) ? { ok: true } : { ok: false, reason: `url points at ${host}, which is not a public address` };
@@ -113,7 +110,9 @@ export async function hostAllowed(url: string, policy: ReceiverPolicy): Promise<
   try {
     addresses = await dns.promises.lookup(host, { all: true });
   } catch {
-    return { ok: false, reason: `url's host ${host} does not resolve` };
+    // Not resolvable yet (a receiver being set up, a DNS hiccup): nothing to refuse now; every
+    // delivery checks the addresses it connects to, and its failures show in the delivery log.
+    return { ok: true };
   }
   const refused = addresses.find((a) => !addressAllowed(a.address, policy));
   return refused ? { ok: false, reason: `url's host ${host} resolves to ${refused.address}, which is not a public address` } : { ok: true };
