@@ -1,9 +1,10 @@
 import { checkEvent, checkReplyEnvelope, checkRequestEnvelope, ContractViolation, PERMISSIONS, CHANNELS } from '@fleet/contracts';
 
 describe('contracts', () => {
-  it('lists the 22 permissions and 5 channels of the spec', () => {
-    expect(PERMISSIONS).toHaveLength(22);
+  it('lists the 22 permissions of the spec and the two of push events, and the 5 channels', () => {
+    expect(PERMISSIONS).toHaveLength(24);
     expect(PERMISSIONS).toContain('energy_reset');
+    expect(PERMISSIONS.slice(-2)).toEqual(['events_read', 'webhook_manage']);
     expect(CHANNELS).toEqual(['light1', 'light2', 'light3', 'sound', 'contact']);
   });
 
