@@ -60,6 +60,7 @@ const urlField: JsonSchema = {
   description:
     'Where events are POSTed: an absolute `https://` URL whose host is or resolves to public addresses only. Refused (400): another scheme (plain `http` included), ' +
     'credentials or a fragment in the URL, and a host that is or resolves to a private, loopback or link-local address. (A local fleet for development also takes `http` and loopback receivers.)',
+  examples: ['https://hooks.example.com/fleet-events'],
 };
 
 const descriptionField: JsonSchema = { type: ['string', 'null'], maxLength: 500, description: 'Your note about the endpoint; at most 500 characters.' };
