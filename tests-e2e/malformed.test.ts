@@ -20,7 +20,7 @@ import { DEVICE_ID_PATTERN } from '@fleet/device-protocol';
  */
 
 const CONCURRENCY = 16;
-const REQUESTS = Number(process.env.MALFORMED_REQUESTS ?? 10_240);
+const REQUESTS = Number(process.env.MALFORMED_REQUESTS ?? 12_288);
 const SEED = process.env.MALFORMED_SEED !== undefined ? Number(process.env.MALFORMED_SEED) : Math.floor(Math.random() * 2 ** 31);
 
 jest.setTimeout(170_000);

@@ -19,6 +19,7 @@ const fileName: JsonSchema = {
   maxLength: 64,
   pattern: '^[A-Za-z0-9][A-Za-z0-9._-]*$',
   description: 'Letters, digits, `.`, `_` and `-`, starting with a letter or digit; at most 64 characters.',
+  examples: ['chime.mp3'],
 };
 const dirSchema: JsonSchema = { type: 'string', enum: ['files', 'firmware'] };
 const confirmField: JsonSchema = { type: 'string', description: 'Destructive tier only: must equal the device id exactly (else 409 confirmation_required, nothing sent).' };
