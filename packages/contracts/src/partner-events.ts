@@ -68,3 +68,12 @@ export function newPartnerEvent(type: PartnerEventType, fields: PartnerEventFiel
     ...(fields.orgNodeIds?.length ? { org_node_ids: fields.orgNodeIds } : {}),
   };
 }
+
+/**
+ * The envelope with its fields in the documented order (id, type, version, occurred_at,
+ * device_id, data): storage in jsonb columns reorders keys, and partners read the JSON.
+ */
+export function inEnvelopeOrder(event: PartnerEventMessage['event'] | Record<string, unknown>): Record<string, unknown> {
+  const { id, type, version, occurred_at: occurredAt, device_id: deviceId, data, ...rest } = event as Record<string, unknown>;
+  return { id, type, version, occurred_at: occurredAt, ...(deviceId !== undefined ? { device_id: deviceId } : {}), data, ...rest };
+}

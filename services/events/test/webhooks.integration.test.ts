@@ -164,6 +164,8 @@ describe('deliveries', () => {
     const event = new Webhook(hook.secret).verify(got!.body, got!.headers as Record<string, string>) as Record<string, unknown>;
     expect(event).toMatchObject({ id: eventId, type: 'device.connected', version: 1, device_id: id, data: { status: 'connected' } });
     expect(got!.headers['webhook-id']).toBe(eventId);
+    // The envelope's fields come in their documented order (jsonb storage does not keep it).
+    expect(Object.keys(JSON.parse(got!.body))).toEqual(['id', 'type', 'version', 'occurred_at', 'device_id', 'data']);
     // A later event to the same endpoint arrives: nothing else came meanwhile.
     await publish('device.connected', id, connected());
     await waitFor(() => receiver.received.length === 2, { what: 'the second delivery' });

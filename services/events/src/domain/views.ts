@@ -1,4 +1,5 @@
 /** The partner-facing shapes of endpoints and deliveries (see the gateway's route rows). */
+import { inEnvelopeOrder } from '@fleet/contracts';
 import type { DeliveryRow } from '../store/deliveries';
 import type { WebhookRow } from '../store/webhooks';
 
@@ -27,7 +28,7 @@ export function deliveryView(d: DeliveryRow): Record<string, unknown> {
     last_attempt: d.lastAttemptAt ? { at: d.lastAttemptAt.toISOString(), status: d.lastStatus, error: d.lastError, duration_ms: d.lastDurationMs ?? 0 } : null,
     created_at: d.createdAt.toISOString(),
     delivered_at: d.deliveredAt ? d.deliveredAt.toISOString() : null,
-    event: d.event,
+    event: inEnvelopeOrder(d.event as Record<string, unknown>),
   };
 }
 

@@ -5,6 +5,7 @@
  * and WEBHOOK_CONCURRENCY_PER_ENDPOINT per endpoint, each bounded by WEBHOOK_TIMEOUT_MS, so a
  * slow or failing endpoint holds only its own share and never delays another partner's.
  */
+import { inEnvelopeOrder } from '@fleet/contracts';
 import type { Logger } from '@fleet/service-kit';
 import { retryDelay } from '../domain/retry-schedule';
 import { deliveryAttempts, deliveryDuration, eventToDelivery } from '../metrics';
@@ -116,7 +117,7 @@ export class DeliveryWorker {
     if (delivery.previousSecret && delivery.previousExpiresAt && delivery.previousExpiresAt > at) {
       secrets.push(openSecret(secretsKey, delivery.webhookId, delivery.previousSecret));
     }
-    const body = JSON.stringify(delivery.event);
+    const body = JSON.stringify(inEnvelopeOrder(delivery.event as Record<string, unknown>));
     const outcome = await client.post(delivery.url, deliveryHeaders(secrets, delivery.eventId, at, body), body);
     const result = { at, status: outcome.status, error: outcome.error, durationMs: Date.now() - at.getTime() };
     deliveryDuration.observe(result.durationMs / 1000);

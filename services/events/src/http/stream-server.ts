@@ -11,7 +11,7 @@ import { randomUUID } from 'node:crypto';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { DeliverPolicy, type ConsumerMessages, type NatsConnection } from 'nats';
-import { partnerEventTypeOf, type PartnerEventMessage, type Principal } from '@fleet/contracts';
+import { inEnvelopeOrder, partnerEventTypeOf, type PartnerEventMessage, type Principal } from '@fleet/contracts';
 import type { Logger } from '@fleet/service-kit';
 import type { DevicePlaces } from '../access/device-places';
 import type { PartnerAccessDirectory } from '../access/partner-access';
@@ -162,7 +162,7 @@ export class StreamServer implements StreamTickets {
         if (!access) break;
         const [places] = await this.options.places.placesOf([message]);
         if (!mayReceive(access, type, places)) continue;
-        res.write(sseEvent(m.seq, type, JSON.stringify(message.event)));
+        res.write(sseEvent(m.seq, type, JSON.stringify(inEnvelopeOrder(message.event))));
       }
     } catch (err) {
       if (!ended) log.warn({ err }, 'live stream failed; the client resumes with Last-Event-ID');
