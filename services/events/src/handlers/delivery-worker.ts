@@ -12,8 +12,11 @@ import { deliveryAttempts, deliveryDuration, eventToDelivery } from '../metrics'
 import { openSecret } from '../domain/secret-box';
 import { deliveryHeaders } from '../domain/signing';
 import type { ReceiverClient } from '../http/receiver-client';
-import { anyDue, claimDue, settleAttempt, type ClaimedDelivery } from '../store/deliveries';
+import { claimDue, nextDue, settleAttempt, type ClaimedDelivery } from '../store/deliveries';
 import type { EventsDb } from '../store/prisma';
+
+/** The shortest pause between looks when nothing could be taken (no busy loop while deliveries are held). */
+const MIN_PAUSE_MS = 50;
 
 export interface DeliveryWorkerOptions {
   db: EventsDb;
@@ -72,8 +75,10 @@ export class DeliveryWorker {
           for (const delivery of claimed) this.send(delivery);
           if (claimed.length === free) pauseMs = 0;
           else if (claimed.length === 0) {
-            const next = await anyDue(db);
-            if (next) pauseMs = Math.max(10, Math.min(pollMs, next.getTime() - Date.now()));
+            // Due ones that were not taken are held by the per-endpoint share or by another
+            // replica's lease: their settling wakes this loop (locally) or the poll finds them.
+            const next = await nextDue(db);
+            if (next) pauseMs = Math.max(MIN_PAUSE_MS, Math.min(pollMs, next.getTime() - Date.now()));
           }
         }
       } catch (err) {

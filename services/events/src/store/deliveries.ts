@@ -160,8 +160,18 @@ export async function purgeSettled(db: EventsTx, before: Date): Promise<number> 
   return (await db.delivery.deleteMany({ where: { state: { in: ['succeeded', 'dead'] }, createdAt: { lt: before } } })).count;
 }
 
-/** Whether any delivery is pending and due by now (a cheap look before a worker claims). */
-export async function anyDue(db: EventsTx): Promise<Date | null> {
-  const [row] = await db.$queryRaw<Array<{ at: Date | null }>>`SELECT min(next_attempt_at) AS at FROM deliveries WHERE state = 'pending'`;
+/**
+ * When the next delivery may become claimable: the earliest next attempt (or lease end, for a
+ * leased one whose worker may have died) of pending deliveries of enabled endpoints that no
+ * earlier delivery of the same endpoint and device holds back. Null when there is none.
+ */
+export async function nextDue(db: EventsTx): Promise<Date | null> {
+  const [row] = await db.$queryRaw<Array<{ at: Date | null }>>`
+    SELECT min(GREATEST(d.next_attempt_at, coalesce(d.lease_until, d.next_attempt_at))) AS at
+    FROM deliveries d JOIN webhooks w ON w.id = d.webhook_id AND w.enabled
+    WHERE d.state = 'pending'
+      AND NOT EXISTS (
+        SELECT 1 FROM deliveries e
+        WHERE e.webhook_id = d.webhook_id AND e.ordering_key = d.ordering_key AND e.state = 'pending' AND e.seq < d.seq)`;
   return row?.at ?? null;
 }
