@@ -1,6 +1,6 @@
 import { counter, gauge, histogram } from '@fleet/service-kit';
 
-/** Delivery attempts by outcome: `succeeded`, `retrying` (failed, another attempt is scheduled) or `dead` (the last one failed). */
+/** Delivery attempts by outcome: `succeeded`, `retrying` (failed, another attempt is scheduled), `dead` (the last one failed) or `withdrawn` (not sent: the partner may no longer receive it). */
 export const deliveryAttempts = counter('fleet_webhook_attempts_total', 'Webhook delivery attempts by outcome.', ['outcome']);
 
 /** How long receivers took to answer (or the attempt to fail). */

@@ -13,7 +13,8 @@ import { Bus, ensureStream, eventStreamPlan, PARTNER_EVENTS_STREAM, publishDurab
 import { randomDeviceId, RegistryStandIn, uniqueId, waitFor, WebhookReceiver } from '@fleet/test-kit';
 import { DevicePlaces } from '../src/access/device-places';
 import { PartnerAccessDirectory } from '../src/access/partner-access';
-import { DeliveryWorker } from '../src/handlers/delivery-worker';
+import { receivableTypes } from '../src/domain/audience';
+import { DeliveryWorker, WITHDRAWN } from '../src/handlers/delivery-worker';
 import { fanoutConsumer } from '../src/handlers/fanout';
 import { serveEvents } from '../src/handlers/webhooks';
 import { ReceiverClient } from '../src/http/receiver-client';
@@ -56,7 +57,13 @@ beforeAll(async () => {
   const registryClient = new RegistryClient(bus, { timeoutMs: 2000, logger });
   const places = new DevicePlaces(registryClient, timeouts);
   client = new ReceiverClient({ policy: { local: true }, timeoutMs: 2000, maxSocketsPerHost: 8 });
-  worker = new DeliveryWorker({ db: testDb.db, client, secretsKey: KEY, schedule: [100, 100, 100, 100], timeoutMs: 2000, concurrency: 16, perEndpoint: 4, logger, pollMs: 100 });
+  worker = new DeliveryWorker({
+    db: testDb.db,
+    mayStillReceive: async (partnerId, type) => {
+      const found = (await access.accessOf([partnerId])).get(partnerId);
+      return found !== undefined && receivableTypes(found, [type]).length === 1;
+    },
+    client, secretsKey: KEY, schedule: [100, 100, 100, 100], timeoutMs: 2000, concurrency: 16, perEndpoint: 4, logger, pollMs: 100 });
   streams = new StreamServer({ nc: bus.connection, db: testDb.db, access, places, stream: PARTNER_EVENTS_STREAM, maxPerPartner: 2, keepAliveMs: 60_000, logger });
   await streams.listen(0, '127.0.0.1');
   serveEvents(bus, { db: testDb.db, secretsKey: KEY, policy: { local: true }, webhooksPerPartner: 3, queued: () => worker.nudge(), tickets: streams, registry: registryClient });
@@ -220,6 +227,34 @@ describe('deliveries', () => {
     expect(slowAttempts).toEqual([0, 0, 0, 1, 2]);
     expect(eventsOf(receiver).map((e) => e.id)).toContain(others);
   }, 20_000);
+
+  it('stops the pending deliveries of a partner disabled, or whose permission was withdrawn, after the fan-out', async () => {
+    for (const change of ['disabled', 'permission withdrawn'] as const) {
+      const p = partner(['health_read'], [1]);
+      const hook = await createHook(p, receiver.url, ['device.connected']);
+      receiver.failures = 1_000;
+      const before = receiver.received.length;
+      const eventId = await publish('device.connected', device([1]), connected());
+      await waitFor(() => receiver.received.length > before, { what: 'the first attempt' });
+      if (change === 'disabled') partners.delete(p.partner_id);
+      else partners.set(p.partner_id, { permissions: ['webhook_manage'], org_grants: [1] });
+      const settled = await waitFor(async () => {
+        const reply = (await call('events.delivery.list', p, { params: { webhook_id: hook.id } })) as unknown as { ok: boolean; body: { deliveries: Array<Record<string, unknown>> } };
+        const [d] = reply.ok ? reply.body.deliveries : [];
+        return d?.state === 'dead' ? d : undefined;
+      }, { timeoutMs: 5_000, what: `the delivery withdrawn (${change})` });
+      expect(settled).toMatchObject({ event_id: eventId, state: 'dead', last_attempt: { status: null, error: WITHDRAWN } });
+      const attempts = receiver.received.filter((d) => d.event.id === eventId).length;
+      // Redelivering by hand does not send it either.
+      await call('events.delivery.redeliver', p, { params: { webhook_id: hook.id, delivery_id: settled.id as string } });
+      await waitFor(async () => {
+        const reply = (await call('events.delivery.list', p, { params: { webhook_id: hook.id } })) as unknown as { body: { deliveries: Array<Record<string, unknown>> } };
+        return reply.body.deliveries[0]?.state === 'dead';
+      }, { what: 'the redelivery withdrawn too' });
+      expect(receiver.received.filter((d) => d.event.id === eventId)).toHaveLength(attempts);
+      receiver.failures = 0;
+    }
+  });
 
   it('sends a test event whatever the endpoint subscribes to', async () => {
     const p = partner([]);

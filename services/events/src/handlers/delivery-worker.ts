@@ -5,7 +5,7 @@
  * and WEBHOOK_CONCURRENCY_PER_ENDPOINT per endpoint, each bounded by WEBHOOK_TIMEOUT_MS, so a
  * slow or failing endpoint holds only its own share and never delays another partner's.
  */
-import { inEnvelopeOrder } from '@fleet/contracts';
+import { inEnvelopeOrder, WEBHOOK_TEST_TYPE } from '@fleet/contracts';
 import type { Logger } from '@fleet/service-kit';
 import { retryDelay } from '../domain/retry-schedule';
 import { deliveryAttempts, deliveryDuration, eventToDelivery } from '../metrics';
@@ -15,11 +15,20 @@ import type { ReceiverClient } from '../http/receiver-client';
 import { claimDue, nextDue, settleAttempt, type ClaimedDelivery } from '../store/deliveries';
 import type { EventsDb } from '../store/prisma';
 
+/** Why a delivery was not sent: its partner may no longer receive it. */
+export const WITHDRAWN = 'not sent: the partner may no longer receive this event (disabled, or its permission withdrawn)';
+
 /** The shortest pause between looks when nothing could be taken (no busy loop while deliveries are held). */
 const MIN_PAUSE_MS = 50;
 
 export interface DeliveryWorkerOptions {
   db: EventsDb;
+  /**
+   * Whether the partner may still receive an event of the type (enabled, holding its permission),
+   * asked before each attempt: a partner disabled or a permission withdrawn after the fan-out
+   * stops its pending deliveries. Absent: every delivery is sent.
+   */
+  mayStillReceive?: (partnerId: string, eventType: string) => Promise<boolean>;
   client: Pick<ReceiverClient, 'post'>;
   secretsKey: Buffer;
   schedule: readonly number[];
@@ -117,6 +126,12 @@ export class DeliveryWorker {
 
   private async attempt(delivery: ClaimedDelivery): Promise<void> {
     const { db, client, secretsKey, schedule, logger } = this.options;
+    if (delivery.eventType !== WEBHOOK_TEST_TYPE && this.options.mayStillReceive && !(await this.options.mayStillReceive(delivery.partnerId, delivery.eventType))) {
+      const now = new Date();
+      await settleAttempt(db, delivery.id, { at: now, status: null, error: WITHDRAWN, durationMs: 0 }, { succeeded: false, retryAt: null });
+      deliveryAttempts.inc({ outcome: 'withdrawn' });
+      return;
+    }
     const at = new Date();
     const secrets = [openSecret(secretsKey, delivery.webhookId, delivery.secret)];
     if (delivery.previousSecret && delivery.previousExpiresAt && delivery.previousExpiresAt > at) {

@@ -39,6 +39,8 @@ export interface NewDelivery {
 export interface ClaimedDelivery {
   id: string;
   webhookId: string;
+  partnerId: string;
+  eventType: string;
   eventId: string;
   event: unknown;
   attempts: number;
@@ -98,9 +100,9 @@ export async function claimDue(db: EventsDb, limit: number, perEndpoint: number,
       UPDATE deliveries d SET lease_until = now() + make_interval(secs => ${leaseMs / 1000}::float8)
       FROM chosen
       WHERE d.id = chosen.id AND d.state = 'pending' AND (d.lease_until IS NULL OR d.lease_until <= now())
-      RETURNING d.id, d.webhook_id, d.event_id, d.event, d.attempts
+      RETURNING d.id, d.webhook_id, d.partner_id, d.event_type, d.event_id, d.event, d.attempts
     )
-    SELECT l.id, l.webhook_id AS "webhookId", l.event_id AS "eventId", l.event, l.attempts,
+    SELECT l.id, l.webhook_id AS "webhookId", l.partner_id AS "partnerId", l.event_type AS "eventType", l.event_id AS "eventId", l.event, l.attempts,
       w.url, w.secret, w.previous_secret AS "previousSecret", w.previous_expires_at AS "previousExpiresAt"
     FROM leased l JOIN webhooks w ON w.id = l.webhook_id`;
 }

@@ -352,7 +352,7 @@ curl -sS "$BASE_URL/v1/devices/0A1B2C3D4E5F/files?state=failed" -H "Authorizatio
 ${eventRows}
 </tbody>
 </table>
-<p><strong>Who receives what.</strong> You receive an event when its device was in your scope at the time of the event, and only of the types your permissions allow (a key without <code>energy_read</code> receives no <code>meter.records_stored</code>, even on an endpoint that subscribes to it). A change to your permissions or organization grants takes effect within 5 seconds.</p>
+<p><strong>Who receives what.</strong> You receive an event when its device was in your scope at the time of the event, and only of the types your permissions allow (a key without <code>energy_read</code> receives no <code>meter.records_stored</code>, even on an endpoint that subscribes to it). A change to your permissions or organization grants takes effect within 5 seconds; deliveries still pending when a permission they need is withdrawn are not sent (they end <code>dead</code>).</p>
 <h3 id="webhooks">Webhooks</h3>
 <p><strong>1. Create an endpoint</strong> with the types it wants (send an <code>Idempotency-Key</code> so a retry does not create two):</p>
 <pre><code>curl -sS -X POST "$BASE_URL/v1/webhooks" \\
