@@ -44,6 +44,11 @@ export function partnerEventTypeOf(subject: string): PartnerEventType | undefine
   return type !== undefined && isPartnerEventType(type) ? type : undefined;
 }
 
+/** A new event id: `evt_` and 32 hexadecimal characters. */
+export function newPartnerEventId(): string {
+  return `evt_${randomUUID().replace(/-/g, '')}`;
+}
+
 export interface PartnerEventFields {
   deviceId?: string;
   data: Record<string, unknown>;
@@ -58,7 +63,7 @@ export function newPartnerEvent(type: PartnerEventType, fields: PartnerEventFiel
   if (!check(fields.data)) throw new ContractViolation(`data of ${type}`, describeErrors(check.errors));
   return {
     event: {
-      id: `evt_${randomUUID().replace(/-/g, '')}`,
+      id: newPartnerEventId(),
       type,
       version: 1,
       occurred_at: (fields.occurredAt ?? new Date()).toISOString(),

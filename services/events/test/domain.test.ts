@@ -4,7 +4,7 @@ import { addressAllowed, receiverUrlProblem } from '../src/domain/receiver-url';
 import { parseRetrySchedule, retryDelay } from '../src/domain/retry-schedule';
 import { openSecret, sealSecret } from '../src/domain/secret-box';
 import { deliveryHeaders, newSigningSecret } from '../src/domain/signing';
-import { resumePosition, sseEvent } from '../src/domain/sse';
+import { sseEvent } from '../src/domain/sse';
 import { deliveryCursor, parseDeliveryCursor } from '../src/domain/views';
 import type { Permission } from '@fleet/contracts';
 
@@ -127,8 +127,6 @@ describe('secrets at rest', () => {
 describe('server-sent events and cursors', () => {
   it('frames an event with its stream position as id', () => {
     expect(sseEvent(42, 'device.connected', '{"a":1}')).toBe('id: 42\nevent: device.connected\ndata: {"a":1}\n\n');
-    expect(resumePosition('42')).toBe(42);
-    expect(resumePosition('x')).toBeUndefined();
   });
 
   it('round-trips the deliveries cursor and refuses others', () => {

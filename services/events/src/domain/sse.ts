@@ -14,9 +14,3 @@ export function sseComment(text: string): string {
 
 /** The reconnection delay a client's EventSource should use (ms). */
 export const SSE_RETRY = 'retry: 2000\n\n';
-
-/** A Last-Event-ID value: the stream position to resume after, or undefined when absent or not one. */
-export function resumePosition(value: unknown): number | undefined {
-  if (typeof value !== 'string' || !/^\d{1,15}$/.test(value)) return undefined;
-  return Number(value);
-}

@@ -4,10 +4,10 @@
  * stream. The gateway checked the permission (webhook_manage, events_read) and the shape of
  * each request; what only this service can judge (the receiver's address, the limits) is here.
  */
-import { isPartnerEventType, subjectsOf, WEBHOOK_TEST_TYPE, type Principal, type RequestEnvelope, type SubjectsOf } from '@fleet/contracts';
+import { isPartnerEventType, newPartnerEventId, subjectsOf, WEBHOOK_TEST_TYPE, type Principal, type RequestEnvelope, type SubjectsOf } from '@fleet/contracts';
 import { ForbiddenError, NotFoundError, RateLimitedError, ValidationError, type Bus, type ServiceHandlers } from '@fleet/service-kit';
 import type { RegistryClient } from '@fleet/registry-client';
-import { DELIVERY_ID, newDeliveryId, newEventId, newWebhookId, WEBHOOK_ID } from '../domain/ids';
+import { DELIVERY_ID, newDeliveryId, newWebhookId, WEBHOOK_ID } from '../domain/ids';
 import type { ReceiverPolicy } from '../domain/receiver-url';
 import { receiverUrlProblem } from '../domain/receiver-url';
 import { sealSecret } from '../domain/secret-box';
@@ -146,7 +146,7 @@ export function webhookHandlers(deps: WebhookDeps): ServiceHandlers<EventsSubjec
     'events.webhook.test': async (req) => {
       const webhook = await ownWebhook(req);
       const id = newDeliveryId();
-      const event = { id: newEventId(), type: WEBHOOK_TEST_TYPE, version: 1, occurred_at: new Date().toISOString(), data: { webhook_id: webhook.id } };
+      const event = { id: newPartnerEventId(), type: WEBHOOK_TEST_TYPE, version: 1, occurred_at: new Date().toISOString(), data: { webhook_id: webhook.id } };
       const delivery = await insertDelivery(db, { id, webhookId: webhook.id, partnerId: webhook.partnerId, eventId: event.id, eventType: event.type, deviceId: null, orderingKey: id, event });
       deps.queued();
       return { status: 202, body: deliveryView(delivery) };
