@@ -80,7 +80,11 @@ it('continues a partner’s trace through gateway, light-command and mqtt-bridge
   expect(sent.status).toBe(202);
 
   const inTrace = () => spans.filter((s) => s.traceId === traceId);
-  await waitFor(() => new Set(inTrace().map((s) => s.service)).size >= 3 && inTrace().some((s) => s.service === 'mqtt-bridge'), { timeoutMs: 15_000, what: 'spans of gateway, light-command and mqtt-bridge' });
+  // The gateway's own span ends with the answer, so it may be exported after its children's.
+  await waitFor(
+    () => new Set(inTrace().map((s) => s.service)).size >= 3 && inTrace().some((s) => s.service === 'mqtt-bridge') && inTrace().some((s) => s.service === 'gateway' && s.parentSpanId === partnerSpan),
+    { timeoutMs: 15_000, what: 'spans of gateway (its request span among them), light-command and mqtt-bridge' },
+  );
   const byId = new Map(inTrace().map((s) => [s.spanId, s]));
   const gateway = inTrace().find((s) => s.service === 'gateway' && s.parentSpanId === partnerSpan);
   expect(gateway?.name).toBe('POST /v1/devices/{device_id}/commands');
