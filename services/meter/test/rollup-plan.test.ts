@@ -6,7 +6,7 @@
 import { DateTime, IANAZone } from 'luxon';
 import { bucketsFor } from '../src/domain/energy';
 import { isoOffset, isoWriter } from '../src/domain/iso-time';
-import { ROLLUP_SPANS_S, rollupReadPlan, type RollupReadPlan } from '../src/domain/rollup-plan';
+import { energyReadPlan, ROLLUP_SPANS_S, rollupReadPlan, type RollupReadPlan } from '../src/domain/rollup-plan';
 import { offsetMinutes, offsetsOf } from '../src/domain/zone-offsets';
 import { seededRandom as random } from './seeded-random';
 
@@ -80,6 +80,85 @@ describe('rollup read plan', () => {
         if (!(ROLLUP_SPANS_S as readonly number[]).includes(p.span) || p.lo % (p.span * 1000) !== 0) wrong.push(`row ${p.lo} of span ${p.span} misaligned`);
       }
       expect({ start, end, wrong }).toEqual({ start, end, wrong: [] });
+    }
+  });
+});
+
+describe('energy read plan', () => {
+  const SLOT = 900;
+  /** Signed count of every slot (epoch seconds) per bucket: rows placed by start go to the bucket holding their start. */
+  function slotWeights(startMs: number, endMs: number, boundaries: number[]): Map<string, number> {
+    const plan = energyReadPlan(startMs, endMs, boundaries);
+    const bucketOf = (ms: number): number => boundaries.filter((b) => b <= ms).length - 1;
+    const weights = new Map<string, number>();
+    const add = (bucket: number, slot: number, sign: number): void => {
+      const key = `${bucket}:${slot}`;
+      const w = (weights.get(key) ?? 0) + sign;
+      if (w === 0) weights.delete(key);
+      else weights.set(key, w);
+    };
+    const addRow = (bucket: number | null, span: number, start: number, sign: number): void => {
+      for (let s = start; s < start + span; s += SLOT) add(bucket ?? bucketOf(start * 1000), s, sign);
+    };
+    for (const r of plan.rollups) for (let t = r.lo; t < r.hi; t += r.span) addRow(null, r.span, t, 1);
+    for (const a of plan.adjustments) for (let t = a.lo; t < a.hi; t += a.span) addRow(a.bucket, a.span, t, a.sign);
+    return weights;
+  }
+
+  it.each(['Europe/Berlin', 'America/New_York', 'Asia/Kathmandu', 'Australia/Lord_Howe', 'UTC'])(
+    '%s: every slot of every day bucket counted once, in its bucket, and nothing else',
+    (zone) => {
+      const start = Date.parse('2025-03-20T00:00:00Z');
+      const end = Date.parse('2025-04-12T00:00:00Z');
+      const buckets = bucketsFor(new Date(start), new Date(end), 'day', zone);
+      const boundaries = [...buckets.map((b) => b.start), (buckets.at(-1) as { end: number }).end];
+      const expected = new Map<string, number>();
+      buckets.forEach((b, k) => {
+        for (let s = Math.max(b.start, start) / 1000; s < Math.min(b.end, end) / 1000; s += SLOT) expected.set(`${k}:${s}`, 1);
+      });
+      expect(energyReadPlan(start, end, boundaries).raw).toEqual([]);
+      expect(slotWeights(start, end, boundaries)).toEqual(expected);
+    },
+  );
+
+  it('reads a year of Berlin days as three rows a day in winter and five in summer (not 24), New York hours as one run', () => {
+    const start = Date.parse('2025-01-01T00:00:00Z');
+    const end = Date.parse('2026-01-01T00:00:00Z');
+    const days = bucketsFor(new Date(start), new Date(end), 'day', 'Europe/Berlin');
+    const plan = energyReadPlan(start, end, [...days.map((b) => b.start), (days.at(-1) as { end: number }).end]);
+    const rowCount = [...plan.rollups, ...plan.adjustments].reduce((n, r) => n + (r.hi - r.lo) / r.span, 0);
+    expect(rowCount).toBeLessThanOrEqual(5 * 366);
+    expect(plan.adjustments.filter((a) => a.sign === -1)).toHaveLength(365);
+    const hours = bucketsFor(new Date(start), new Date(start + 80 * 86_400_000), 'hour', 'America/New_York');
+    const hourPlan = energyReadPlan(start, start + 80 * 86_400_000, [...hours.map((b) => b.start), (hours.at(-1) as { end: number }).end]);
+    expect(hourPlan).toEqual({ rollups: [{ span: 3600, lo: start / 1000, hi: start / 1000 + 80 * 86_400 }], adjustments: [], raw: [] });
+  });
+
+  it.each([1, 2, 3])('random windows and boundaries: each slot once, in the bucket holding it (seed %i)', (seed) => {
+    const rnd = random(seed + 100);
+    const H = 3_600_000;
+    for (let n = 0; n < 100; n++) {
+      const base = Date.parse('2026-01-01T00:00:00Z');
+      const grid = [1000, 900_000, H][Math.floor(rnd() * 3)] as number;
+      const start = base + Math.floor((rnd() * 5 * 86_400_000) / grid) * grid;
+      const end = start + grid + Math.floor((rnd() * 3 * 86_400_000) / grid) * grid;
+      const boundaries = [start - Math.floor(rnd() * H)];
+      while ((boundaries.at(-1) as number) < end) boundaries.push((boundaries.at(-1) as number) + 900_000 * (1 + Math.floor(rnd() * 200)));
+      const plan = energyReadPlan(start, end, boundaries);
+      const bucketOf = (ms: number): number => boundaries.filter((b) => b <= ms).length - 1;
+      const expected = new Map<string, number>();
+      for (let ms = Math.ceil(start / 900_000) * 900_000; ms + 900_000 <= end; ms += 900_000) {
+        const k = bucketOf(ms);
+        // A slot read from the rollups lies inside its bucket; one across a boundary is read raw.
+        if (bucketOf(ms + 900_000 - 1) === k && ms >= start) expected.set(`${k}:${ms / 1000}`, 1);
+      }
+      const rawSlots = plan.raw.flatMap((r) => {
+        const out: string[] = [];
+        for (let ms = Math.ceil(r.lo / 900_000) * 900_000; ms + 900_000 <= r.hi; ms += 900_000) out.push(`${bucketOf(ms)}:${ms / 1000}`);
+        return out;
+      });
+      for (const key of rawSlots) expected.delete(key);
+      expect({ start, end, weights: slotWeights(start, end, boundaries) }).toEqual({ start, end, weights: expected });
     }
   });
 });

@@ -1,7 +1,7 @@
 import type { Window } from '../domain/query';
-import { ROLLUP_SPANS_S, rollupReadPlan, type RollupReadPlan } from '../domain/rollup-plan';
+import { energyReadPlan, ROLLUP_SPANS_S, rollupReadPlan, type RollupReadPlan } from '../domain/rollup-plan';
 import { QUANTITIES, type Quantity, type QuantityAcc } from '../domain/summary';
-import type { MeterDb, MeterTx } from './prisma';
+import type { MeterReader, MeterTx } from './prisma';
 import { AGGREGATED_COLUMNS, IN_ENERGY, MICRO_WH, QUANTITY_COLUMNS, recordTotals, ROLLUP_TOTALS, ROLLUP_VALUES, upsertRollups } from './rollup-sql';
 
 /**
@@ -87,7 +87,7 @@ const wattHours = (uwh: unknown): number | null => (uwh === null || uwh === unde
  * The summary's sums (records, quantities and energy) over the records that start in the
  * window, from the rollups and the raw records of the window's edges.
  */
-export async function summarySums(db: MeterDb, deviceId: string, window: Window): Promise<SummarySums> {
+export async function summarySums(db: MeterReader, deviceId: string, window: Window): Promise<SummarySums> {
   const plan = rollupReadPlan(window.start.getTime(), window.end.getTime());
   const rows = await db.$queryRawUnsafe<Array<Record<string, unknown>>>(
     `SELECT ${ROLLUP_VALUES.map((c) => `${c}::text AS ${c}`).join(', ')} FROM (
@@ -119,29 +119,40 @@ export interface BucketSums {
 
 /**
  * Energy per bucket and over the whole window in one query: boundaries are the buckets' start
- * instants (ms) followed by the last end. Rollup rows lie inside one bucket each (the read plan
- * cuts at every boundary) and are placed by their start, as raw records are; sums are whole
- * micro-watt-hours, so they do not depend on how the window was split. The buckets come back as
- * one JSON array ([index, µWh, records, resets] each): thousands of rows cost more to map than
- * to compute.
+ * instants (ms) followed by the last end. Rollup rows and raw records of the plan lie inside
+ * one bucket each and are placed by their start; the plan's adjustments (coarser rows, added
+ * or subtracted) name their bucket. Sums are whole micro-watt-hours, so they do not depend on
+ * how the window was split. The buckets come back as one JSON array ([index, µWh, records,
+ * resets] each): thousands of rows cost more to map than to compute.
  */
-export async function energyByBucket(db: MeterDb, deviceId: string, window: Window, boundariesMs: number[]): Promise<BucketSums> {
-  const plan = rollupReadPlan(window.start.getTime(), window.end.getTime(), boundariesMs);
-  const rows = await db.$queryRawUnsafe<Array<{ buckets: string; uwh: string | null; n: bigint | null; resets: bigint | null }>>(
+export async function energyByBucket(db: MeterReader, deviceId: string, window: Window, boundariesMs: number[]): Promise<BucketSums> {
+  const plan = energyReadPlan(window.start.getTime(), window.end.getTime(), boundariesMs);
+  const { adjustments } = plan;
+  const rows = await db.$queryRawUnsafe<Array<{ buckets: string; uwh: string | null; n: string | bigint | null; resets: string | bigint | null }>>(
     `SELECT concat('[', string_agg(concat_ws(',', '[' || b, uwh, n, resets || ']'), ',') FILTER (WHERE b IS NOT NULL), ']') AS buckets,
             min(uwh) FILTER (WHERE b IS NULL) AS uwh, min(n) FILTER (WHERE b IS NULL) AS n, min(resets) FILTER (WHERE b IS NULL) AS resets
        FROM (
-         SELECT width_bucket(ms, (SELECT $7::text::bigint[])) - 1 AS b, sum(uwh)::text AS uwh, sum(n)::bigint AS n, sum(resets)::bigint AS resets FROM (
-           SELECT r.start_s * 1000 AS ms, r.e_uwh AS uwh, r.e_n AS n, r.e_resets AS resets
+         SELECT b, sum(uwh)::text AS uwh, sum(n)::bigint AS n, sum(resets)::bigint AS resets FROM (
+           SELECT width_bucket(r.start_s * 1000, (SELECT $7::text::bigint[])) - 1 AS b, r.e_uwh AS uwh, r.e_n AS n, r.e_resets AS resets
              FROM ${rollupRows('start_s, e_uwh, e_n, e_resets')} WHERE r.e_n > 0
            UNION ALL
-           SELECT (extract(epoch FROM start_at) * 1000)::bigint, ${MICRO_WH}, 1, energy_reset::int
+           SELECT a.bucket, a.sign * r.e_uwh, a.sign * r.e_n, a.sign * r.e_resets
+             FROM unnest($8::text::int[], $9::text::bigint[], $10::text::bigint[], $11::text::int[], $12::text::int[]) AS a(span, lo, hi, sign, bucket)
+             CROSS JOIN LATERAL (SELECT e_uwh, e_n, e_resets FROM meter_rollups WHERE device_id = $1 AND span = a.span AND start_s >= a.lo AND start_s < a.hi OFFSET 0) r
+            WHERE r.e_n > 0
+           UNION ALL
+           SELECT width_bucket((extract(epoch FROM start_at) * 1000)::bigint, (SELECT $7::text::bigint[])) - 1, ${MICRO_WH}, 1, energy_reset::int
              FROM ${rawRows(AGGREGATED_COLUMNS)} WHERE ${IN_ENERGY}
-         ) parts GROUP BY GROUPING SETS ((1), ())
+         ) parts GROUP BY GROUPING SETS ((b), ())
        ) sums`,
     deviceId,
     ...planParams(plan),
     arrayLiteral(boundariesMs),
+    arrayLiteral(adjustments.map((a) => a.span)),
+    arrayLiteral(adjustments.map((a) => a.lo)),
+    arrayLiteral(adjustments.map((a) => a.hi)),
+    arrayLiteral(adjustments.map((a) => a.sign)),
+    arrayLiteral(adjustments.map((a) => a.bucket)),
   );
   const r = rows[0];
   const n = Number(r?.n ?? 0);
