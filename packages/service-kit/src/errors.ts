@@ -124,9 +124,9 @@ interface DriverErrorLike {
 
 /** Driver adapter error kinds that mean the database cannot be used right now. */
 const OUTAGE_KINDS = ['DatabaseNotReachable', 'DatabaseDoesNotExist', 'ConnectionClosed', 'SocketTimeout', 'TooManyConnections', 'TransactionStartTimeout'];
-/** Prisma, Node socket and Postgres (admin shutdown, cannot connect now, too many connections) codes of the same. */
-const OUTAGE_CODES = ['P1001', 'P1002', 'P1008', 'P1017', 'P2024', 'ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', '57P01', '57P03', '53300'];
-const OUTAGE_MESSAGE = /ECONNREFUSED|ECONNRESET|Connection terminated|connection timeout|too many clients|Can't reach database server/i;
+/** Prisma, Node socket and Postgres (admin shutdown, cannot connect now, too many connections, no such database) codes of the same. */
+const OUTAGE_CODES = ['P1001', 'P1002', 'P1008', 'P1017', 'P2024', 'ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', '57P01', '57P03', '53300', '3D000'];
+const OUTAGE_MESSAGE = /ECONNREFUSED|ECONNRESET|Connection terminated|connection timeout|timeout exceeded when trying to connect|too many clients|Can't reach database server/i;
 
 /**
  * True when a service's database is out of reach (refused, dropped, timed out, pool exhausted),

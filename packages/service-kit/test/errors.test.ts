@@ -9,7 +9,9 @@ describe('toEnvelopeError', () => {
     const refused = Object.assign(new Error('connect ECONNREFUSED 127.0.0.1:5432'), { code: 'ECONNREFUSED' });
     const adapter = { name: 'DriverAdapterError', message: 'x', meta: { driverAdapterError: { cause: { kind: 'ConnectionClosed' } } } };
     const shutdown = new Error('wrapped', { cause: Object.assign(new Error('terminating connection due to administrator command'), { code: '57P01' }) });
-    for (const err of [refused, adapter, shutdown, new Error('outer', { cause: new Error('Connection terminated unexpectedly') })]) {
+    const poolTimeout = new Error('timeout exceeded when trying to connect');
+    const noDatabase = Object.assign(new Error('database "x" does not exist'), { code: '3D000' });
+    for (const err of [refused, adapter, shutdown, new Error('outer', { cause: new Error('Connection terminated unexpectedly') }), poolTimeout, noDatabase]) {
       expect(isStoreOutage(err)).toBe(true);
       expect(toEnvelopeError(err)).toMatchObject({ status: 503, code: 'service_unavailable' });
     }

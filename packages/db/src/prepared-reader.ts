@@ -1,0 +1,55 @@
+import { createHash } from 'node:crypto';
+import { Pool } from 'pg';
+import { pgConnectionString, schemaOf } from './url';
+import type { PrismaClientOptions } from './prisma';
+
+/**
+ * Raw reads on node-postgres with server-side prepared statements, for a service's hottest
+ * read queries. The same `$queryRawUnsafe` as a Prisma client, so a store function takes either:
+ * each distinct SQL text is prepared once per connection under a name derived from it, and
+ * Postgres stops planning it after a few runs (a generic plan), where Prisma's driver adapter
+ * parses and plans every query anew. On large reads that is a few milliseconds each.
+ *
+ * Values come back as node-postgres gives them (bigint and numeric as text): callers convert.
+ * Only queries whose text is fixed (values bound as parameters) belong here: one prepared
+ * statement per distinct text and connection.
+ */
+export interface PreparedReader {
+  $queryRawUnsafe<T = unknown>(query: string, ...values: unknown[]): Promise<T>;
+  /** Closes the pool. */
+  close(): Promise<void>;
+}
+
+/** How long a read waits for a connection before failing (a store outage: 503, not a hang). */
+const CONNECT_TIMEOUT_MS = 5000;
+const SCHEMA_NAME = /^[A-Za-z_][A-Za-z0-9_]*$/;
+
+export function createPreparedReader(databaseUrl: string, opts: PrismaClientOptions = {}): PreparedReader {
+  const schema = opts.schema ?? schemaOf(databaseUrl);
+  if (schema !== undefined && !SCHEMA_NAME.test(schema)) throw new Error(`Unsupported schema name "${schema}"`);
+  const options = [opts.startupOptions, schema !== undefined ? `-c search_path=${schema}` : undefined].filter(Boolean).join(' ');
+  const pool = new Pool({
+    connectionString: pgConnectionString(databaseUrl),
+    connectionTimeoutMillis: CONNECT_TIMEOUT_MS,
+    ...(opts.max !== undefined ? { max: opts.max } : {}),
+    ...(options ? { options } : {}),
+  });
+  // An idle connection the server dropped: the pool discards it and the next read opens another.
+  pool.on('error', () => undefined);
+  const names = new Map<string, string>();
+  const nameOf = (text: string): string => {
+    let name = names.get(text);
+    if (name === undefined) {
+      name = `r${createHash('sha1').update(text).digest('hex').slice(0, 24)}`;
+      names.set(text, name);
+    }
+    return name;
+  };
+  return {
+    async $queryRawUnsafe<T>(query: string, ...values: unknown[]): Promise<T> {
+      const result = await pool.query({ name: nameOf(query), text: query, values });
+      return result.rows as T;
+    },
+    close: () => pool.end(),
+  };
+}
