@@ -7,7 +7,7 @@ import { deviceInProcessor } from './handlers/device-in';
 import { SampleSweep } from './handlers/sample-sweep';
 import { serveMeter } from './handlers/serve';
 import { MIGRATIONS_DIR } from './migrations';
-import { openMeterDb } from './store/prisma';
+import { openMeterDb, openMeterReader } from './store/prisma';
 
 async function main(): Promise<void> {
   const config = readMeterConfig();
@@ -35,11 +35,11 @@ async function main(): Promise<void> {
   const sweep = new SampleSweep(db, config.SAMPLE_SWEEP_INTERVAL_MS, logger.child({ component: 'sample-sweep' }), onEvents);
 
   if (parts.queries) {
-    const readDb = config.DATABASE_READ_URL ? openMeterDb(config.DATABASE_READ_URL, config.DATABASE_POOL_MAX) : undefined;
-    if (readDb) runtime.onClose(() => readDb.$disconnect());
+    const readDb = openMeterReader(config.DATABASE_READ_URL ?? config.DATABASE_URL, config.DATABASE_POOL_MAX);
+    runtime.onClose(() => readDb.close());
     serveMeter(bus, {
       db,
-      ...(readDb ? { readDb } : {}),
+      readDb,
       bridge: new BridgeClient(bus, { timeoutMs: config.DOWNSTREAM_TIMEOUT_MS, logger: logger.child({ component: 'bridge' }) }),
       registry: new RegistryClient(bus, { timeoutMs: config.DOWNSTREAM_TIMEOUT_MS, logger: logger.child({ component: 'registry' }) }),
       topicRoot: config.METER_TOPIC_ROOT,

@@ -10,12 +10,14 @@ import { meterParts, readMeterConfig } from '../src/config';
 import { parseRecord } from '../src/domain/record';
 import { meterHandlers } from '../src/handlers/serve';
 import { ingestRecords } from '../src/store/ingest';
+import { openMeterReader } from '../src/store/prisma';
 import { createTestDb, envelope, logger, makeRecord, randomSid, type TestDb } from './support';
 
 const T0 = Date.UTC(2026, 0, 5) / 1000;
 const RECEIVED = new Date(Date.UTC(2026, 0, 6));
 let primary: TestDb;
 let replica: TestDb;
+let replicaReader: ReturnType<typeof openMeterReader>;
 const device = randomDeviceId();
 
 beforeAll(async () => {
@@ -27,6 +29,7 @@ beforeAll(async () => {
 });
 
 afterAll(async () => {
+  await replicaReader?.close();
   await Promise.all([primary?.drop(), replica?.drop()]);
 });
 
@@ -34,7 +37,9 @@ const ctx: HandlerContext = { logger, deadline: Date.now() + 60_000, remainingMs
 const body = (r: HandlerResult) => (r.body instanceof JsonBody ? r.body.parse() : r.body) as Record<string, unknown>;
 
 it('reads pages by start time, summaries and energy from the read database, arrival pages from the primary', async () => {
-  const handlers = meterHandlers({ db: primary.db, readDb: replica.db } as Parameters<typeof meterHandlers>[0]);
+  // As main.ts serves them: the prepared reader on DATABASE_READ_URL.
+  replicaReader = openMeterReader(replica.url, 2);
+  const handlers = meterHandlers({ db: primary.db, readDb: replicaReader } as unknown as Parameters<typeof meterHandlers>[0]);
   const window = { start: new Date((T0 - 60) * 1000).toISOString(), end: new Date((T0 + 3 * 900) * 1000).toISOString() };
   const byStart = body(await handlers['meter.interval.list'](envelope(device, window), ctx));
   expect((byStart.records as unknown[]).length).toBe(1);

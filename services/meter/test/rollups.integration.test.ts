@@ -13,17 +13,22 @@ import { parseRecord, type ParsedRecord } from '../src/domain/record';
 import { getEnergy, getSummary } from '../src/handlers/reads';
 import { MIGRATIONS_DIR } from '../src/migrations';
 import { ingestRecords } from '../src/store/ingest';
+import { openMeterReader } from '../src/store/prisma';
 import { clearDevice } from '../src/store/records';
 import { rawEnergyAnswer, rawSummaryAnswer, rollupsStoredAndRecomputed } from './raw-reference';
 import { seededRandom as random } from './seeded-random';
 import { createTestDb, envelope, makeRecord, randomSid, type TestDb } from './support';
 
 let testDb: TestDb;
+/** Answers are read as the service reads them: through its prepared reader. */
+let reader: ReturnType<typeof openMeterReader>;
 
 beforeAll(async () => {
   testDb = await createTestDb();
+  reader = openMeterReader(testDb.url, 2);
 });
 afterAll(async () => {
+  await reader?.close();
   await testDb?.drop();
 });
 
@@ -101,10 +106,10 @@ async function expectAnswersEqualRaw(rnd: () => number, deviceId: string, fromMs
     const zone = ZONES[Math.floor(rnd() * ZONES.length)];
     const window = randomWindow(rnd, fromMs, toMs, width === 'hour' ? 20 : 40);
     const query = { start: window.start.toISOString(), end: window.end.toISOString(), bucket: width, ...(zone ? { tz: zone } : {}) };
-    const energy = (await getEnergy(testDb.db, envelope(deviceId, query))).body as Record<string, unknown>;
+    const energy = (await getEnergy(reader, envelope(deviceId, query))).body as Record<string, unknown>;
     const raw = await rawEnergyAnswer(testDb.db, deviceId, window, width, zone);
     expect({ query, points: energy.points, total: energy.total }).toEqual({ query, ...raw });
-    const summary = (await getSummary(testDb.db, envelope(deviceId, { start: query.start, end: query.end }))).body as Record<string, unknown>;
+    const summary = (await getSummary(reader, envelope(deviceId, { start: query.start, end: query.end }))).body as Record<string, unknown>;
     const { device_id: _d, window: _w, ...sums } = summary;
     expect({ query, ...sums }).toEqual({ query, ...(await rawSummaryAnswer(testDb.db, deviceId, window)) });
   }
@@ -145,7 +150,7 @@ describe('rollups', () => {
     const rec = (seq: number, first: number, last: number) => parsed(dev, { ...makeRecord(sid, seq, t0 + seq * 3600, { dur: 900 }), e: [first, last] });
     await ingestRecords(testDb.db, [rec(0, 100, 110), rec(2, 5, 15)]); // 2 starts below 0's last reading: a reset
     const resets = async () =>
-      ((await getEnergy(testDb.db, envelope(dev, { start: String(t0), end: String(t0 + 3 * 3600) }))).body as { points: Array<{ reset: boolean }> }).points.map((p) => p.reset);
+      ((await getEnergy(reader, envelope(dev, { start: String(t0), end: String(t0 + 3 * 3600) }))).body as { points: Array<{ reset: boolean }> }).points.map((p) => p.reset);
     expect(await resets()).toEqual([false, false, true]);
     // Late seq 1 ends at 4 (its counter went backwards): the reset is 1's now, and 2 follows on from it.
     await ingestRecords(testDb.db, [rec(1, 110, 4)]);
@@ -161,7 +166,7 @@ describe('rollups', () => {
     // Africa/Monrovia was UTC-00:44:30 until 1972-01-07: its midnights fall inside slots, read from raw records.
     for (const width of ['day', 'hour'] as const) {
       const window = { start: new Date('1971-12-21T00:00:00Z'), end: new Date(width === 'day' ? '1972-01-11T00:00:00Z' : '1972-01-10T00:00:00Z') };
-      const energy = (await getEnergy(testDb.db, envelope(dev, { start: window.start.toISOString(), end: window.end.toISOString(), bucket: width, tz: 'Africa/Monrovia' }))).body as Record<string, unknown>;
+      const energy = (await getEnergy(reader, envelope(dev, { start: window.start.toISOString(), end: window.end.toISOString(), bucket: width, tz: 'Africa/Monrovia' }))).body as Record<string, unknown>;
       const raw = await rawEnergyAnswer(testDb.db, dev, window, width, 'Africa/Monrovia');
       expect(raw.points.filter((p) => p.energy_wh !== null).length).toBeGreaterThan(5);
       expect({ points: energy.points, total: energy.total }).toEqual(raw);

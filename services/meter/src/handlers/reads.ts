@@ -4,7 +4,7 @@ import { bucketsFor, energyPoints, energyTotal, parseBucket, parseZone } from '.
 import { encodeCursor, planIntervals, resolveWindow, SUMMARY_RANGE_CAP_MS, type StartKey } from '../domain/query';
 import { finishQuantity, QUANTITIES } from '../domain/summary';
 import { pageViews, recordKey } from '../domain/view';
-import type { MeterDb } from '../store/prisma';
+import type { MeterDb, MeterReader } from '../store/prisma';
 import { listByArrival, listByStart, listUnknownTime } from '../store/records';
 import { energyByBucket, summarySums } from '../store/rollups';
 
@@ -22,7 +22,7 @@ export function meterOf(req: RequestEnvelope): string {
  * lag cannot make wrong: pages by start time. Arrival pages stay on the primary: a bookmark
  * answered by one copy must never be past what the next answering copy has committed.
  */
-export async function listIntervals(db: MeterDb, req: RequestEnvelope, now = new Date(), readDb: MeterDb = db): Promise<HandlerResult> {
+export async function listIntervals(db: MeterDb, req: RequestEnvelope, now = new Date(), readDb: MeterReader = db): Promise<HandlerResult> {
   const deviceId = meterOf(req);
   const plan = planIntervals(req.query as Record<string, unknown>, deviceId, now);
   if (plan.mode === 'received') {
@@ -77,7 +77,7 @@ function onlyParams(query: Record<string, unknown>, allowed: string[]): void {
   if (extra) throw new ValidationError(`unknown query parameter '${extra}'`);
 }
 
-export async function getSummary(db: MeterDb, req: RequestEnvelope, now = new Date()): Promise<HandlerResult> {
+export async function getSummary(db: MeterReader, req: RequestEnvelope, now = new Date()): Promise<HandlerResult> {
   const deviceId = meterOf(req);
   const query = req.query as Record<string, unknown>;
   onlyParams(query, SUMMARY_PARAMS);
@@ -94,7 +94,7 @@ export async function getSummary(db: MeterDb, req: RequestEnvelope, now = new Da
   return { body };
 }
 
-export async function getEnergy(db: MeterDb, req: RequestEnvelope, now = new Date()): Promise<HandlerResult> {
+export async function getEnergy(db: MeterReader, req: RequestEnvelope, now = new Date()): Promise<HandlerResult> {
   const deviceId = meterOf(req);
   const query = req.query as Record<string, unknown>;
   onlyParams(query, ENERGY_PARAMS);

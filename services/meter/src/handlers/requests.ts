@@ -4,14 +4,14 @@ import type { MessagePublisher, Published } from '@fleet/bridge-client';
 import type { ConnectivityReader } from '@fleet/registry-client';
 import { ConflictError, NotFoundError, RateLimitedError, warnIfFails, type HandlerResult, type Logger } from '@fleet/service-kit';
 import { isToken, newToken, reportLine, resetLine, SAMPLE_TIMEOUT_S, sampleLine, sysExeTopic } from '../domain/requests';
-import type { MeterDb } from '../store/prisma';
+import type { MeterDb, MeterReader } from '../store/prisma';
 import { createReset, createSample, deleteReset, deleteSample, readReset, readSample, releaseSampleSlot, takeSampleSlot } from '../store/requests';
 import { meterOf } from './reads';
 
 export interface RequestDeps {
   db: MeterDb;
   /** Where pages by start time, summaries and energy are read: a replica (DATABASE_READ_URL), else the primary. */
-  readDb?: MeterDb;
+  readDb?: MeterReader;
   /** Commands to meters go through mqtt-bridge (sys/exe lines, QoS 2 by the protocol). */
   bridge: MessagePublisher;
   /** A meter's connectivity comes from device-registry. */

@@ -1,6 +1,6 @@
 import type { StartKey, Window } from '../domain/query';
 import { RECORD_JSON, type RecordFields } from '../domain/view';
-import { INGEST_LOCK_KEY, type MeterDb } from './prisma';
+import { INGEST_LOCK_KEY, type MeterDb, type MeterReader } from './prisma';
 import { dropRollups } from './rollups';
 
 /** Reads of interval records (both listing modes) and clears. Summary and energy sums: store/rollups.ts. */
@@ -16,7 +16,7 @@ export async function readState(db: MeterDb): Promise<{ epoch: string; hwm: numb
  * A page of records as their field arrays (domain/view.ts), in `order`: Postgres writes the
  * page as one JSON text, so reading it costs one value however many records it holds.
  */
-async function readPage(db: Pick<MeterDb, '$queryRawUnsafe'>, where: string, order: string, limitParam: string, params: unknown[]): Promise<RecordFields[]> {
+async function readPage(db: MeterReader, where: string, order: string, limitParam: string, params: unknown[]): Promise<RecordFields[]> {
   const rows = await db.$queryRawUnsafe<Array<{ page: string | null }>>(
     `SELECT concat('[', string_agg(record, ',' ORDER BY ${order}), ']') AS page FROM (
        SELECT ${RECORD_JSON} AS record, ${order} FROM interval_records WHERE ${where} ORDER BY ${order} LIMIT ${limitParam}
@@ -27,7 +27,7 @@ async function readPage(db: Pick<MeterDb, '$queryRawUnsafe'>, where: string, ord
 }
 
 /** Records by start time, oldest first by (start, sid, seq), after the key; limit + 1 records to tell has_more. */
-export async function listByStart(db: MeterDb, deviceId: string, window: Window, after: StartKey | null, limit: number): Promise<RecordFields[]> {
+export async function listByStart(db: MeterReader, deviceId: string, window: Window, after: StartKey | null, limit: number): Promise<RecordFields[]> {
   const params: unknown[] = [deviceId, window.start, window.end, limit + 1];
   let keyClause = '';
   if (after) {
@@ -38,7 +38,7 @@ export async function listByStart(db: MeterDb, deviceId: string, window: Window,
 }
 
 /** Records without a determinable start, by (sid, seq). */
-export async function listUnknownTime(db: MeterDb, deviceId: string, after: StartKey | null, limit: number): Promise<RecordFields[]> {
+export async function listUnknownTime(db: MeterReader, deviceId: string, after: StartKey | null, limit: number): Promise<RecordFields[]> {
   const params: unknown[] = [deviceId, limit + 1];
   let keyClause = '';
   if (after) {
