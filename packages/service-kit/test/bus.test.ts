@@ -44,6 +44,19 @@ describe('Bus', () => {
     expect(JSONCodec().decode(raw.data)).toEqual({ ok: true, status: 200, headers: { 'Cache-Control': 'no-store' }, body: page });
   });
 
+  it('carries replies of hundreds of kilobytes (many socket reads each) byte for byte, several at once', async () => {
+    const pageOf = (n: number) => ({ records: Array.from({ length: n }, (_, k) => ({ seq: k, v: [230.1 + k, 228.4, 231.9], sid: `s${n}` })), has_more: n % 2 === 0 });
+    server.serve(subject('big.get'), async (req) => ({ body: JsonBody.of(pageOf(Number((req.body as { n: number }).n))) }));
+    await server.connection.flush();
+    const sizes = [9000, 1, 14000, 3000, 11000];
+    const replies = await Promise.all(sizes.map((n) => client.relay(subject('big.get'), envelope({ n }))));
+    replies.forEach((relayed, k) => {
+      if (!relayed.ok || !(relayed.body instanceof JsonBody)) throw new Error('expected a JsonBody');
+      expect(Buffer.from(relayed.body.bytes).toString('utf8')).toBe(JSON.stringify(pageOf(sizes[k] as number)));
+    });
+    expect(replies[2]?.ok && (replies[2].body as JsonBody).bytes.byteLength).toBeGreaterThan(500_000);
+  });
+
   it('relays errors and ordinary bodies as request() does', async () => {
     server.serve(subject('plain.get'), async () => ({ body: { n: 1 } }));
     server.serve(subject('refused.get'), async () => {
