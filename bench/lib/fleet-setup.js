@@ -24,7 +24,9 @@ function databaseUrl(name) {
  * Starts the named services with a unique database prefix and Redis key prefix.
  * `serviceEnv` is added to every service's environment; under --profile (BENCH_CPU_PROFILE_DIR
  * set by bench/run.js) every service also writes a CPU profile when it stops;
- * `privateNats` starts a nats-server for this fleet alone.
+ * `privateNats` starts a nats-server for this fleet alone. BENCH_SERVICE_NODE_OPTIONS (e.g.
+ * `--trace-gc`) is given to every service as NODE_OPTIONS; BENCH_KEEP_LOGS=1 keeps the work
+ * folder (service logs) after a run that went well too.
  * Returns { fleet, id, databasePrefix, redisKeyPrefix, logDir, gatewayDatabaseUrl, cleanup }.
  * cleanup({ keepLogs }) stops the services, drops the databases, deletes the Redis keys and
  * removes the work folder (unless keepLogs); it is safe to call more than once.
@@ -46,7 +48,7 @@ async function startPrivateFleet({ services, serviceEnv = {}, logLevel = 'warn',
       await dropDatabasesWithPrefix(databasePrefix).catch((err) => problems.push(`drop databases: ${err.message}`));
       await deleteRedisKeys(redisKeyPrefix).catch((err) => problems.push(`redis keys: ${err.message}`));
       if (problems.length) process.stderr.write(`bench cleanup problems (prefix ${databasePrefix}): ${problems.join('; ')}\n`);
-      if (keepLogs || problems.length) process.stderr.write(`bench logs kept in ${logDir}\n`);
+      if (keepLogs || problems.length || process.env.BENCH_KEEP_LOGS) process.stderr.write(`bench logs kept in ${logDir}\n`);
       else fs.rmSync(workDir, { recursive: true, force: true });
     })();
     return cleaned;
@@ -70,7 +72,9 @@ async function startPrivateFleet({ services, serviceEnv = {}, logLevel = 'warn',
         REDIS_KEY_PREFIX: redisKeyPrefix,
         REDIS_URL,
         POSTGRES_URL,
-        ...(process.env.BENCH_CPU_PROFILE_DIR ? { NODE_OPTIONS: PROFILE_NODE_OPTIONS } : {}),
+        ...(process.env.BENCH_CPU_PROFILE_DIR || process.env.BENCH_SERVICE_NODE_OPTIONS
+          ? { NODE_OPTIONS: [process.env.BENCH_CPU_PROFILE_DIR ? PROFILE_NODE_OPTIONS : '', process.env.BENCH_SERVICE_NODE_OPTIONS ?? ''].join(' ').trim() }
+          : {}),
         ...serviceEnv,
       },
     });
