@@ -44,20 +44,7 @@ const ceilTo = (x: number, m: number): number => Math.ceil(x / m) * m;
 export function rollupReadPlan(startMs: number, endMs: number, cutsMs: readonly number[] = []): RollupReadPlan {
   const rollups: SpanRange[] = [];
   const raw: TimeRange[] = [];
-  const edges = [startMs, ...cutsMs.filter((c) => c > startMs && c < endMs), endMs];
-  for (let k = 0; k + 1 < edges.length; k++) {
-    const a = edges[k] as number;
-    const b = edges[k + 1] as number;
-    const first = ceilTo(a, SLOT_MS);
-    const last = floorTo(b, SLOT_MS);
-    if (first >= last) {
-      raw.push({ lo: a, hi: b });
-      continue;
-    }
-    if (a < first) raw.push({ lo: a, hi: first });
-    cover(first / 1000, last / 1000, ROLLUP_SPANS_S.length - 1, rollups);
-    if (last < b) raw.push({ lo: last, hi: b });
-  }
+  forEachPiece(startMs, endMs, cutsMs, raw, (lo, hi) => cover(lo, hi, ROLLUP_SPANS_S.length - 1, rollups));
   return { rollups: mergeSpanRanges(rollups), raw: mergeTimeRanges(raw) };
 }
 
@@ -106,20 +93,7 @@ export function energyReadPlan(startMs: number, endMs: number, boundariesMs: rea
   const rollups: SpanRange[] = [];
   const adjustments: BucketSpanRange[] = [];
   const raw: TimeRange[] = [];
-  const edges = [startMs, ...boundariesMs.filter((c) => c > startMs && c < endMs), endMs];
-  for (let bucket = 0; bucket + 1 < edges.length; bucket++) {
-    const a = edges[bucket] as number;
-    const b = edges[bucket + 1] as number;
-    const first = ceilTo(a, SLOT_MS);
-    const last = floorTo(b, SLOT_MS);
-    if (first >= last) {
-      raw.push({ lo: a, hi: b });
-      continue;
-    }
-    if (a < first) raw.push({ lo: a, hi: first });
-    if (last < b) raw.push({ lo: last, hi: b });
-    const lo = first / 1000;
-    const hi = last / 1000;
+  forEachPiece(startMs, endMs, boundariesMs, raw, (lo, hi, bucket) => {
     const terms: Term[] = [];
     signedCover(lo, hi, ROLLUP_SPANS_S.length - 1, 1, terms);
     for (const term of terms) {
@@ -127,7 +101,7 @@ export function energyReadPlan(startMs: number, endMs: number, boundariesMs: rea
       if (term.sign === 1 && term.lo >= lo && term.hi - term.span < hi) rollups.push({ span: term.span, lo: term.lo, hi: term.hi });
       else adjustments.push({ ...term, bucket });
     }
-  }
+  });
   return { rollups: mergeSpanRanges(rollups), adjustments, raw: mergeTimeRanges(raw) };
 }
 
@@ -175,6 +149,27 @@ function signedCover(lo: number, hi: number, level: number, sign: 1 | -1, out: T
     cost += byFiner <= byWhole ? signedCover(outer, hi, finer, sign, out) : rows(outer, outer + span) + signedCover(hi, outer + span, finer, flip, out);
   }
   return cost;
+}
+
+/**
+ * The window cut at the cuts inside it: each piece's edges that do not fill a slot go to `raw`,
+ * and its whole slots, [lo, hi) in seconds, to `visit` with the piece's index.
+ */
+function forEachPiece(startMs: number, endMs: number, cutsMs: readonly number[], raw: TimeRange[], visit: (lo: number, hi: number, index: number) => void): void {
+  const edges = [startMs, ...cutsMs.filter((c) => c > startMs && c < endMs), endMs];
+  for (let k = 0; k + 1 < edges.length; k++) {
+    const a = edges[k] as number;
+    const b = edges[k + 1] as number;
+    const first = ceilTo(a, SLOT_MS);
+    const last = floorTo(b, SLOT_MS);
+    if (first >= last) {
+      raw.push({ lo: a, hi: b });
+      continue;
+    }
+    if (a < first) raw.push({ lo: a, hi: first });
+    visit(first / 1000, last / 1000, k);
+    if (last < b) raw.push({ lo: last, hi: b });
+  }
 }
 
 function mergeSpanRanges(ranges: SpanRange[]): SpanRange[] {
