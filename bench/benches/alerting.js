@@ -18,6 +18,7 @@ const { performance } = require('node:perf_hooks');
 const { Client } = require('pg');
 const { connect: natsConnect } = require('nats');
 const { ROOT } = require('@fleet/launcher');
+const { bareInsertRate } = require('../lib/bare-insert');
 const { gatewayAdmin, databaseUrl, startPrivateFleet, waitUntil } = require('../lib/fleet-setup');
 
 const SERVICES = ['device-registry', 'light-command', 'config-alerting', 'mqtt-bridge', 'gateway'];
@@ -106,20 +107,7 @@ async function ingest(ctx, { fleet, provision, db, id }) {
   log(`all stored ${seconds.toFixed(2)} s after the resume, the first within ${firstStoredS.toFixed(2)} s`);
 
   log('bare multi-row INSERT of the same rows (1000 per statement)...');
-  await db.query('CREATE TABLE bench_bare (LIKE readings INCLUDING DEFAULTS INCLUDING CONSTRAINTS INCLUDING INDEXES)');
-  const rows = (await db.query(`SELECT ${COLUMNS.join(', ')} FROM readings`)).rows;
-  const b0 = performance.now();
-  for (let i = 0; i < rows.length; i += 1000) {
-    const chunk = rows.slice(i, i + 1000);
-    const values = [];
-    const tuples = chunk.map((row, j) => {
-      for (const c of COLUMNS) values.push(row[c]);
-      return `(${COLUMNS.map((_, k) => `$${j * COLUMNS.length + k + 1}`).join(',')})`;
-    });
-    await db.query(`INSERT INTO bench_bare (${COLUMNS.join(', ')}) VALUES ${tuples.join(',')}`, values);
-  }
-  const bareRate = rows.length / ((performance.now() - b0) / 1000);
-  await db.query('DROP TABLE bench_bare');
+  const bareRate = await bareInsertRate(db, { table: 'readings', columns: COLUMNS });
   await db.query('DELETE FROM readings');
   return { readings: total, seconds, fleetRate: total / seconds, bareRate };
 }

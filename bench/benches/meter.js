@@ -13,6 +13,7 @@ const { performance } = require('node:perf_hooks');
 const { Client } = require('pg');
 const { connect: natsConnect, headers: natsHeaders } = require('nats');
 const { ROOT } = require('@fleet/launcher');
+const { bareInsertRate } = require('../lib/bare-insert');
 const { gatewayAdmin, databaseUrl, startPrivateFleet, waitUntil } = require('../lib/fleet-setup');
 
 const SERVICES = ['device-registry', 'meter', 'mqtt-bridge', 'gateway'];
@@ -45,23 +46,6 @@ function percentiles(samples) {
   const xs = [...samples].sort((a, b) => a - b);
   const at = (p) => xs[Math.min(xs.length - 1, Math.floor((p / 100) * xs.length))];
   return { p50: Math.round(at(50) * 1000) / 1000, p99: Math.round(at(99) * 1000) / 1000, max: Math.round(xs[xs.length - 1] * 1000) / 1000, n: xs.length };
-}
-
-/** Rows per second of a bare multi-row INSERT of the stored records into a table of the same shape. */
-async function bareInsertRate(db) {
-  await db.query('CREATE TABLE bench_bare (LIKE interval_records INCLUDING DEFAULTS INCLUDING CONSTRAINTS INCLUDING INDEXES)');
-  const rows = (await db.query(`SELECT ${COLUMNS.join(', ')} FROM interval_records ORDER BY arrival_seq`)).rows;
-  const b0 = performance.now();
-  for (let i = 0; i < rows.length; i += 1000) {
-    const chunk = rows.slice(i, i + 1000);
-    const values = [];
-    const tuples = chunk.map((row, j) => {
-      for (const c of COLUMNS) values.push(row[c]);
-      return `(${COLUMNS.map((_, k) => `$${j * COLUMNS.length + k + 1}`).join(',')})`;
-    });
-    await db.query(`INSERT INTO bench_bare (${COLUMNS.join(', ')}) VALUES ${tuples.join(',')}`, values);
-  }
-  return rows.length / ((performance.now() - b0) / 1000);
 }
 
 /**
@@ -173,8 +157,7 @@ async function run(ctx) {
   const fleetRate = total / ingestSeconds;
 
   log('bare multi-row INSERT of the same rows (1000 per statement, all columns)...');
-  // In a function of its own: the 30,000 rows it reads are garbage before the reads are timed.
-  const bareRate = await bareInsertRate(db);
+  const bareRate = await bareInsertRate(db, { table: 'interval_records', columns: COLUMNS, orderBy: 'arrival_seq' });
 
   // 2. Reads over a year of 15-minute records of one meter (put into DEVICE_IN as the bridge does).
   const yearMeter = `D${id.toUpperCase().slice(0, 5)}000000`;
