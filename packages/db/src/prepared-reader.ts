@@ -46,11 +46,25 @@ export function createPreparedReader(databaseUrl: string, opts: PrismaClientOpti
     }
     return name;
   };
+  const read = async <T>(text: string, values: unknown[]): Promise<T> => (await pool.query({ name: nameOf(text), text, values })).rows as T;
   return {
     async $queryRawUnsafe<T>(query: string, ...values: unknown[]): Promise<T> {
-      const result = await pool.query({ name: nameOf(query), text: query, values });
-      return result.rows as T;
+      try {
+        return await read<T>(query, values);
+      } catch (err) {
+        if (!isStalePlan(err)) throw err;
+        // A migration changed what the statement returns (a column's type) since a connection
+        // prepared it: the text is prepared again under a new name on every connection.
+        names.set(query, `${nameOf(query).slice(0, 25)}_${Date.now().toString(36)}`);
+        return read<T>(query, values);
+      }
     },
     close: () => pool.end(),
   };
+}
+
+/** Postgres refusing a prepared statement whose result type a schema change altered. */
+function isStalePlan(err: unknown): boolean {
+  const { code, message } = (err ?? {}) as { code?: unknown; message?: unknown };
+  return code === '0A000' && typeof message === 'string' && message.includes('cached plan must not change result type');
 }

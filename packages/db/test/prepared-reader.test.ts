@@ -30,6 +30,22 @@ describe('createPreparedReader', () => {
     }
   });
 
+  it('reads on after a migration changed the type of a column its statements return', async () => {
+    const reader = createPreparedReader(url, { max: 1 });
+    const ddl = new Client({ connectionString: url });
+    await ddl.connect();
+    try {
+      await ddl.query('CREATE TABLE changing (v int); INSERT INTO changing VALUES (7)');
+      expect(await reader.$queryRawUnsafe('SELECT v FROM changing')).toEqual([{ v: 7 }]);
+      await ddl.query('ALTER TABLE changing ALTER COLUMN v TYPE text');
+      expect(await reader.$queryRawUnsafe('SELECT v FROM changing')).toEqual([{ v: '7' }]);
+      expect(await reader.$queryRawUnsafe('SELECT v FROM changing')).toEqual([{ v: '7' }]);
+    } finally {
+      await ddl.end();
+      await reader.close();
+    }
+  });
+
   it("reads the URL's ?schema= as the search path", async () => {
     const reader = createPreparedReader(`${url}?schema=other`);
     try {
