@@ -2,7 +2,6 @@ import { ensureDatabase, migrate } from '@fleet/db';
 import { RegistryClient } from '@fleet/registry-client';
 import { ensureStream, eventStreamPlan, PARTNER_EVENTS_STREAM, PeriodicJob, ServiceRuntime } from '@fleet/service-kit';
 import { DevicePlaces } from './access/device-places';
-import { receivableTypes } from './domain/audience';
 import { PartnerAccessDirectory } from './access/partner-access';
 import { readEventsConfig, secretsKeyOf } from './config';
 import { DeliveryWorker } from './handlers/delivery-worker';
@@ -41,15 +40,7 @@ async function main(): Promise<void> {
   runtime.onClose(() => client.close());
   const worker = new DeliveryWorker({
     db,
-    mayStillReceive: async (partnerId, eventType) => {
-      try {
-        const partner = (await access.accessOf([partnerId])).get(partnerId);
-        return partner !== undefined && receivableTypes(partner, [eventType]).length === 1;
-      } catch {
-        // The gateway out of reach: deliveries go on as the fan-out decided.
-        return true;
-      }
-    },
+    mayStillReceive: (partnerId, eventType) => access.mayStillReceive(partnerId, eventType),
     client,
     secretsKey,
     schedule: config.WEBHOOK_RETRY_SCHEDULE,

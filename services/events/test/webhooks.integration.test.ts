@@ -13,7 +13,6 @@ import { Bus, ensureStream, eventStreamPlan, PARTNER_EVENTS_STREAM, publishDurab
 import { randomDeviceId, RegistryStandIn, uniqueId, waitFor, WebhookReceiver } from '@fleet/test-kit';
 import { DevicePlaces } from '../src/access/device-places';
 import { PartnerAccessDirectory } from '../src/access/partner-access';
-import { receivableTypes } from '../src/domain/audience';
 import { DeliveryWorker, WITHDRAWN } from '../src/handlers/delivery-worker';
 import { fanoutConsumer } from '../src/handlers/fanout';
 import { serveEvents } from '../src/handlers/webhooks';
@@ -59,10 +58,7 @@ beforeAll(async () => {
   client = new ReceiverClient({ policy: { local: true }, timeoutMs: 2000, maxSocketsPerHost: 8 });
   worker = new DeliveryWorker({
     db: testDb.db,
-    mayStillReceive: async (partnerId, type) => {
-      const found = (await access.accessOf([partnerId])).get(partnerId);
-      return found !== undefined && receivableTypes(found, [type]).length === 1;
-    },
+    mayStillReceive: (partnerId, type) => access.mayStillReceive(partnerId, type),
     client, secretsKey: KEY, schedule: [100, 100, 100, 100], timeoutMs: 2000, concurrency: 16, perEndpoint: 4, logger, pollMs: 100 });
   streams = new StreamServer({ nc: bus.connection, db: testDb.db, access, places, stream: PARTNER_EVENTS_STREAM, maxPerPartner: 2, keepAliveMs: 60_000, logger });
   await streams.listen(0, '127.0.0.1');

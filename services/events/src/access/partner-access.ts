@@ -7,7 +7,7 @@
 import { randomUUID } from 'node:crypto';
 import type { Permission } from '@fleet/contracts';
 import { fromEnvelopeError, ServiceUnavailableError, type Bus } from '@fleet/service-kit';
-import type { PartnerAccess } from '../domain/audience';
+import { receivableTypes, type PartnerAccess } from '../domain/audience';
 
 const ASK_MAX = 1000;
 
@@ -34,6 +34,21 @@ export class PartnerAccessDirectory {
       if (access) found.set(id, access);
     }
     return found;
+  }
+
+  /**
+   * Whether the partner may still receive an event of the type (enabled, holding its
+   * permission): asked before each delivery attempt. When the gateway cannot be asked,
+   * deliveries go on as the fan-out decided.
+   */
+  async mayStillReceive(partnerId: string, eventType: string): Promise<boolean> {
+    let partner: PartnerAccess | undefined;
+    try {
+      partner = (await this.accessOf([partnerId])).get(partnerId);
+    } catch {
+      return true;
+    }
+    return partner !== undefined && receivableTypes(partner, [eventType]).length === 1;
   }
 
   private async ask(ids: string[], now: number): Promise<void> {
