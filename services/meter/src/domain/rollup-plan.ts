@@ -37,14 +37,14 @@ const floorTo = (x: number, m: number): number => Math.floor(x / m) * m;
 const ceilTo = (x: number, m: number): number => Math.ceil(x / m) * m;
 
 /**
- * The rollup rows and raw ranges covering [startMs, endMs) exactly once, none crossing a cut
- * (bucket boundaries, sorted; those outside the window are ignored). Adjacent ranges of the
- * same kind are merged, so buckets on whole hours read one run of hour rows.
+ * The rollup rows and raw ranges covering [startMs, endMs) exactly once, every row inside the
+ * window (a summary: minimum and maximum cannot be subtracted). Adjacent ranges of the same
+ * kind are merged.
  */
-export function rollupReadPlan(startMs: number, endMs: number, cutsMs: readonly number[] = []): RollupReadPlan {
+export function rollupReadPlan(startMs: number, endMs: number): RollupReadPlan {
   const rollups: SpanRange[] = [];
   const raw: TimeRange[] = [];
-  forEachPiece(startMs, endMs, cutsMs, raw, (lo, hi) => cover(lo, hi, ROLLUP_SPANS_S.length - 1, rollups));
+  forEachPiece(startMs, endMs, [], raw, (lo, hi) => cover(lo, hi, ROLLUP_SPANS_S.length - 1, rollups));
   return { rollups: mergeSpanRanges(rollups), raw: mergeTimeRanges(raw) };
 }
 
@@ -82,8 +82,8 @@ export interface EnergyReadPlan extends RollupReadPlan {
 }
 
 /**
- * The plan of an energy answer: like rollupReadPlan with the bucket boundaries as cuts, but a
- * piece may also be read as a coarser row minus what of it lies outside the piece. Energy sums
+ * The plan of an energy answer: the window cut at the bucket boundaries, each piece covered as
+ * rollupReadPlan covers a window, but a piece may also be read as a coarser row minus what of it lies outside the piece. Energy sums
  * (whole micro-watt-hours, counts) subtract exactly, so a Berlin day, 23:00 to 23:00 UTC, is
  * the hour before midnight, the UTC day, minus its last hour: three rows instead of
  * twenty-four. Boundaries: the buckets' starts then the last end; the first bucket holds the
