@@ -217,7 +217,11 @@ async function run(ctx) {
 
   const step = `${warmupSeconds} s warm-up + ${durationSeconds} s, ${connections} in flight`;
   log(`bare MQTT publish → subscribe, run 1 (${step})...`);
+  const bareCpuBefore = cpuOf(pids);
   const bare1 = await closedLoop({ label: 'bare MQTT QoS 1 (1)', send: bareMqtt, ...settings });
+  // The bare run's CPU per command, every process included: the bridge captures the bare traffic
+  // into DEVICE_IN too (it is device traffic), and light-command stores the lights' state reports.
+  const bareCpuPer = cpuPerCommand(bareCpuBefore, cpuOf(pids), Math.round(bare1.commands * (1 + warmupSeconds / durationSeconds)));
   log(`fleet: HTTP → gateway → light-command → bridge → light (${step})...`);
   const cpuBefore = cpuOf(pids);
   const viaGateway = await closedLoop({ label: 'POST .../commands via the fleet', send: viaFleet, ...settings });
@@ -243,6 +247,7 @@ async function run(ctx) {
     settings: { connections, duration_s: durationSeconds, warmup_s: warmupSeconds, lights: LIGHT_COUNT, order: ['bare', 'fleet', 'bare', 'bare sequential', 'fleet sequential'], device_command_ceiling_per_min: 100000000, cpu_profile: Boolean(profileDir) },
     runs: { bare: [bare1, bare2], fleet: [viaGateway], sequential: { bare: bareSeq, fleet: fleetSeq } },
     cpu_us_per_command: cpuPer,
+    bare_cpu_us_per_command: bareCpuPer,
     fleet_commands_per_s: viaGateway.commands_per_s,
     bare_commands_per_s: bareRate,
     rate_ratio: viaGateway.commands_per_s / bareRate,
@@ -257,6 +262,13 @@ async function run(ctx) {
       fleetSeq.latency_to_device_ms.p99 <= TARGET_SEQUENTIAL_P99_MS,
     invalid: problems.length ? problems : undefined,
   };
+}
+
+/** "name µs, ..., total µs" of one run's CPU per command. */
+function cpuLine(perProcess) {
+  const values = Object.values(perProcess);
+  const total = values.every((v) => typeof v === 'number') ? values.reduce((a, b) => a + b, 0) : null;
+  return `${Object.entries(perProcess).map(([k, v]) => `${k} ${v ?? '?'}`).join(', ')}; total ${total ?? '?'}`;
 }
 
 function table(result) {
@@ -275,7 +287,8 @@ function table(result) {
     rows: [row(result.runs.bare[0]), row(result.runs.fleet[0]), row(result.runs.bare[1]), row(result.runs.sequential.bare), row(result.runs.sequential.fleet)],
     notes: [
       `${result.settings.lights} lights, ${result.settings.connections} commands in flight (then one at a time); "to device" = from sending the request (or MQTT publish) to the light receiving the payload; "answer" = until the HTTP 202 (or the PUBACK).`,
-      `CPU µs per command (concurrent fleet run): ${Object.entries(result.cpu_us_per_command).map(([k, v]) => `${k} ${v ?? '?'}`).join(', ')}`,
+      `CPU µs per command (concurrent fleet run): ${cpuLine(result.cpu_us_per_command)}`,
+      `CPU µs per command (first bare run): ${cpuLine(result.bare_cpu_us_per_command)}`,
       `fleet/bare command rate = ${result.rate_ratio.toFixed(3)} (target ≥ ${result.targets.rate_ratio}); fleet to-device p50 ${result.fleet_latency_to_device_ms.p50.toFixed(3)} ms vs bare ${result.bare_latency_to_device_ms_p50.toFixed(3)} ms`,
       `sequential to-device p50 ${result.sequential_latency_to_device_ms.p50.toFixed(3)} ms (target ≤ ${result.targets.sequential_p50_ms}), p99 ${result.sequential_latency_to_device_ms.p99.toFixed(3)} ms (target ≤ ${result.targets.sequential_p99_ms})   ${result.invalid ? 'INVALID (some commands failed)' : result.pass ? 'OK' : 'MISSED'}`,
     ],
