@@ -7,11 +7,11 @@
 // Also the CPU each process of the path spends per command in the fleet's concurrent run.
 // --profile: V8 CPU profiles of the fleet's services, summarised at the end.
 const crypto = require('node:crypto');
-const http = require('node:http');
 const path = require('node:path');
 const { createHistogram, performance } = require('node:perf_hooks');
 const { ROOT } = require('@fleet/launcher');
 const { gatewayAdmin, startPrivateFleet } = require('../lib/fleet-setup');
+const { leanHttpClient } = require('../lib/lean-http');
 const { cpuTimeMs } = require('../lib/proc');
 
 const SERVICES = ['device-registry', 'light-command', 'mqtt-bridge', 'gateway'];
@@ -114,19 +114,10 @@ async function closedLoop({ label, lights, concurrency, durationSeconds, warmupS
   };
 }
 
-/** POSTs a JSON body and resolves once the answer is read; rejects unless it is 202. */
-function postJson(agent, url, headers, body) {
-  const data = JSON.stringify(body);
-  return new Promise((resolve, reject) => {
-    const req = http.request(url, { method: 'POST', agent, headers: { ...headers, 'content-length': Buffer.byteLength(data) } }, (res) => {
-      let text = '';
-      res.setEncoding('utf8');
-      res.on('data', (chunk) => (text += chunk));
-      res.on('end', () => (res.statusCode === 202 ? resolve() : reject(new Error(`POST commands answered ${res.statusCode}: ${text}`))));
-    });
-    req.on('error', reject);
-    req.end(data);
-  });
+/** POSTs a JSON body on the lean client and resolves once the answer is read; rejects unless it is 202. */
+async function postJson(client, path, headers, body) {
+  const answer = await client.request('POST', path, headers, JSON.stringify(body));
+  if (answer.status !== 202) throw new Error(`POST commands answered ${answer.status}: ${answer.body}`);
 }
 
 /** CPU time of each process of the path so far (ms), by name. */
@@ -155,7 +146,7 @@ async function run(ctx) {
   const { connections, durationSeconds, warmupSeconds, log, profileDir } = ctx;
   const lights = [];
   let baselineClient;
-  let agent;
+  let httpClient;
   let finished = false;
   log(`starting ${SERVICES.join(', ')} (own nats-server, broker, databases, Redis prefix)...`);
   const priv = await startPrivateFleet({
@@ -172,7 +163,7 @@ async function run(ctx) {
   ctx.onCleanup(async () => {
     await Promise.all(lights.map((l) => l.stop().catch(() => undefined)));
     if (baselineClient) await baselineClient.endAsync().catch(() => undefined);
-    agent?.destroy();
+    httpClient?.close();
     await priv.cleanup({ keepLogs: !finished });
   });
   const pids = Object.fromEntries([...SERVICES.map((name) => [name, fleet.pidOf(name)]), ['mosquitto', fleet.mqttPid], ['nats-server', fleet.natsPid], ['bench client', process.pid]]);
@@ -199,10 +190,10 @@ async function run(ctx) {
   const arrival = arrivals(lights);
   const settings = { lights, concurrency: connections, durationSeconds, warmupSeconds, arrival };
 
-  // node:http with keep-alive rather than fetch: the load generator shares the machine's cores
-  // with the fleet, and fetch costs several times the CPU of a plain request here.
-  agent = new http.Agent({ keepAlive: true, maxSockets: connections });
-  const viaFleet = (deviceId, payload) => postJson(agent, `${fleet.gatewayUrl}/v1/devices/${deviceId}/commands`, headers, { channel: 'light1', payload });
+  // A lean keep-alive client (lib/lean-http.js) rather than fetch or node:http: the load generator
+  // shares the machine's cores with the fleet, and those clients cost several times its CPU per request.
+  httpClient = leanHttpClient(fleet.gatewayUrl, connections);
+  const viaFleet = (deviceId, payload) => postJson(httpClient, `/v1/devices/${deviceId}/commands`, headers, { channel: 'light1', payload });
   const mqtt = mqttLib();
   baselineClient = await mqtt.connectAsync(fleet.mqttUrl, {
     clientId: `bench-baseline-${id}`,
