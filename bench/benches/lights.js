@@ -4,7 +4,7 @@
 // and the latency from sending the HTTP request to the light receiving the payload (p50/p99),
 // beside a bare MQTT publish → subscribe (QoS 1, the same broker, the same lights) measured in
 // the same run with the same concurrency; then both again one command at a time (sequential).
-// Also the CPU each process of the path spends per command in the fleet's concurrent run.
+// Also the CPU each process spends per command in the fleet's concurrent run and in the first bare run.
 // --profile: V8 CPU profiles of the fleet's services, summarised at the end.
 const crypto = require('node:crypto');
 const path = require('node:path');
@@ -115,8 +115,8 @@ async function closedLoop({ label, lights, concurrency, durationSeconds, warmupS
 }
 
 /** POSTs a JSON body on the lean client and resolves once the answer is read; rejects unless it is 202. */
-async function postJson(client, path, headers, body) {
-  const answer = await client.request('POST', path, headers, JSON.stringify(body));
+async function postJson(client, route, headers, body) {
+  const answer = await client.request('POST', route, headers, JSON.stringify(body));
   if (answer.status !== 202) throw new Error(`POST commands answered ${answer.status}: ${answer.body}`);
 }
 
@@ -255,7 +255,7 @@ async function run(ctx) {
   };
 }
 
-/** "name µs, ..., total µs" of one run's CPU per command. */
+/** One run's CPU per command (µs) as "name n, ...; total n" ("?" where a process could not be read). */
 function cpuLine(perProcess) {
   const values = Object.values(perProcess);
   const total = values.every((v) => typeof v === 'number') ? values.reduce((a, b) => a + b, 0) : null;
