@@ -83,11 +83,12 @@ export interface EnergyReadPlan extends RollupReadPlan {
 
 /**
  * The plan of an energy answer: the window cut at the bucket boundaries, each piece covered as
- * rollupReadPlan covers a window, but a piece may also be read as a coarser row minus what of it lies outside the piece. Energy sums
- * (whole micro-watt-hours, counts) subtract exactly, so a Berlin day, 23:00 to 23:00 UTC, is
- * the hour before midnight, the UTC day, minus its last hour: three rows instead of
- * twenty-four. Boundaries: the buckets' starts then the last end; the first bucket holds the
- * start. Rows are chosen by a cost of rows read plus index lookups (COST_PER_RANGE).
+ * rollupReadPlan covers a window, but a piece may also be read as a coarser row minus what of
+ * it lies outside the piece. Energy sums (whole micro-watt-hours, counts) subtract exactly, so
+ * a Berlin day, 23:00 to 23:00 UTC, is the hour before midnight, the UTC day, minus its last
+ * hour: three rows instead of twenty-four. Boundaries: the buckets' starts then the last end;
+ * the first bucket holds the start. Rows are chosen by a cost of rows read plus index lookups
+ * (COST_PER_RANGE).
  */
 export function energyReadPlan(startMs: number, endMs: number, boundariesMs: readonly number[]): EnergyReadPlan {
   const rollups: SpanRange[] = [];
