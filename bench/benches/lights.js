@@ -10,9 +10,9 @@ const crypto = require('node:crypto');
 const path = require('node:path');
 const { createHistogram, performance } = require('node:perf_hooks');
 const { ROOT } = require('@fleet/launcher');
-const { gatewayAdmin, startPrivateFleet } = require('../lib/fleet-setup');
+const { gatewayAdmin, redisCpuReader, startPrivateFleet } = require('../lib/fleet-setup');
 const { leanHttpClient } = require('../lib/lean-http');
-const { cpuTimeMs } = require('../lib/proc');
+const { cpuTimeMs, machineBusyMs } = require('../lib/proc');
 
 const SERVICES = ['device-registry', 'light-command', 'mqtt-bridge', 'gateway'];
 const SECRET = 'Bench-Light-Sec!';
@@ -120,8 +120,11 @@ async function postJson(client, route, headers, body) {
   if (answer.status !== 202) throw new Error(`POST commands answered ${answer.status}: ${answer.body}`);
 }
 
-/** CPU time of each process of the path so far (ms), by name. */
-function cpuOf(pids) {
+/**
+ * CPU time so far (ms): each process of the path by name, Redis (the shared server, from INFO:
+ * the gateway's limit windows), and the whole machine's busy time.
+ */
+async function cpuOf(pids, redisCpu) {
   const out = {};
   for (const [name, pid] of Object.entries(pids)) {
     try {
@@ -130,16 +133,30 @@ function cpuOf(pids) {
       out[name] = null;
     }
   }
+  out.redis = await redisCpu.read().catch(() => null);
+  out.machine = machineBusyMs();
   return out;
 }
 
-/** CPU µs per command of each process between two cpuOf() readings. */
-function cpuPerCommand(before, after, commands) {
+/**
+ * CPU µs per command of each process between two cpuOf() readings, and the rest of the machine
+ * (kernel, other processes): machine busy time minus everything named. `elapsedMs` also gives
+ * the cores the machine was busy on average (`busy_cores`), which tells a run that left cores
+ * idle from one bound by CPU.
+ */
+function cpuPerCommand(before, after, commands, elapsedMs) {
   const out = {};
+  const per = (ms) => (commands === 0 ? null : Math.round((ms * 1000) / commands));
+  let named = 0;
   for (const name of Object.keys(before)) {
-    out[name] = before[name] === null || after[name] === null || commands === 0 ? null : Math.round(((after[name] - before[name]) * 1000) / commands);
+    if (name === 'machine') continue;
+    const used = before[name] === null || after[name] === null ? null : after[name] - before[name];
+    if (used !== null) named += used;
+    out[name] = used === null ? null : per(used);
   }
-  return out;
+  const machine = after.machine - before.machine;
+  out['rest of machine'] = per(Math.max(0, machine - named));
+  return { perCommand: out, busyCores: Math.round((machine / elapsedMs) * 100) / 100 };
 }
 
 async function run(ctx) {
@@ -147,6 +164,7 @@ async function run(ctx) {
   const lights = [];
   let baselineClient;
   let httpClient;
+  let redisCpu;
   let finished = false;
   log(`starting ${SERVICES.join(', ')} (own nats-server, broker, databases, Redis prefix)...`);
   const priv = await startPrivateFleet({
@@ -164,8 +182,10 @@ async function run(ctx) {
     await Promise.all(lights.map((l) => l.stop().catch(() => undefined)));
     if (baselineClient) await baselineClient.endAsync().catch(() => undefined);
     httpClient?.close();
+    redisCpu?.close();
     await priv.cleanup({ keepLogs: !finished });
   });
+  redisCpu = await redisCpuReader();
   const pids = Object.fromEntries([...SERVICES.map((name) => [name, fleet.pidOf(name)]), ['mosquitto', fleet.mqttPid], ['nats-server', fleet.natsPid], ['bench client', process.pid]]);
   const partner = await gatewayAdmin(priv.gatewayDatabaseUrl, [
     'partner', 'create', '--name', `Bench lights ${id}`, '--permissions', 'all', '--access-all-devices', '--requests-per-min', '100000000', '--device-commands-per-min', '100000000',
@@ -208,16 +228,18 @@ async function run(ctx) {
 
   const step = `${warmupSeconds} s warm-up + ${durationSeconds} s, ${connections} in flight`;
   log(`bare MQTT publish → subscribe, run 1 (${step})...`);
-  const bareCpuBefore = cpuOf(pids);
+  const bareCpuBefore = await cpuOf(pids, redisCpu);
+  let started = performance.now();
   const bare1 = await closedLoop({ label: 'bare MQTT QoS 1 (1)', send: bareMqtt, ...settings });
   // The bare run's CPU per command, every process included: the bridge captures the bare traffic
   // into DEVICE_IN too (it is device traffic), and light-command stores the lights' state reports.
-  const bareCpuPer = cpuPerCommand(bareCpuBefore, cpuOf(pids), Math.round(bare1.commands * (1 + warmupSeconds / durationSeconds)));
+  const bareCpu = cpuPerCommand(bareCpuBefore, await cpuOf(pids, redisCpu), Math.round(bare1.commands * (1 + warmupSeconds / durationSeconds)), performance.now() - started);
   log(`fleet: HTTP → gateway → light-command → bridge → light (${step})...`);
-  const cpuBefore = cpuOf(pids);
+  const cpuBefore = await cpuOf(pids, redisCpu);
+  started = performance.now();
   const viaGateway = await closedLoop({ label: 'POST .../commands via the fleet', send: viaFleet, ...settings });
   // Over warm-up and run: commands counted in both.
-  const cpuPer = cpuPerCommand(cpuBefore, cpuOf(pids), Math.round(viaGateway.commands * (1 + warmupSeconds / durationSeconds)));
+  const fleetCpu = cpuPerCommand(cpuBefore, await cpuOf(pids, redisCpu), Math.round(viaGateway.commands * (1 + warmupSeconds / durationSeconds)), performance.now() - started);
   log(`bare MQTT publish → subscribe, run 2 (${step})...`);
   const bare2 = await closedLoop({ label: 'bare MQTT QoS 1 (2)', send: bareMqtt, ...settings });
 
@@ -237,8 +259,9 @@ async function run(ctx) {
     title: 'Light commands through the fleet to simulated lights vs bare MQTT publish → subscribe',
     settings: { connections, duration_s: durationSeconds, warmup_s: warmupSeconds, lights: LIGHT_COUNT, order: ['bare', 'fleet', 'bare', 'bare sequential', 'fleet sequential'], device_command_ceiling_per_min: 100000000, cpu_profile: Boolean(profileDir) },
     runs: { bare: [bare1, bare2], fleet: [viaGateway], sequential: { bare: bareSeq, fleet: fleetSeq } },
-    cpu_us_per_command: cpuPer,
-    bare_cpu_us_per_command: bareCpuPer,
+    cpu_us_per_command: fleetCpu.perCommand,
+    bare_cpu_us_per_command: bareCpu.perCommand,
+    busy_cores: { fleet: fleetCpu.busyCores, bare: bareCpu.busyCores },
     fleet_commands_per_s: viaGateway.commands_per_s,
     bare_commands_per_s: bareRate,
     rate_ratio: viaGateway.commands_per_s / bareRate,
@@ -278,8 +301,8 @@ function table(result) {
     rows: [row(result.runs.bare[0]), row(result.runs.fleet[0]), row(result.runs.bare[1]), row(result.runs.sequential.bare), row(result.runs.sequential.fleet)],
     notes: [
       `${result.settings.lights} lights, ${result.settings.connections} commands in flight (then one at a time); "to device" = from sending the request (or MQTT publish) to the light receiving the payload; "answer" = until the HTTP 202 (or the PUBACK).`,
-      `CPU µs per command (concurrent fleet run): ${cpuLine(result.cpu_us_per_command)}`,
-      `CPU µs per command (first bare run): ${cpuLine(result.bare_cpu_us_per_command)}`,
+      `CPU µs per command (concurrent fleet run, machine busy ${result.busy_cores.fleet} cores on average): ${cpuLine(result.cpu_us_per_command)}`,
+      `CPU µs per command (first bare run, machine busy ${result.busy_cores.bare} cores): ${cpuLine(result.bare_cpu_us_per_command)}`,
       `fleet/bare command rate = ${result.rate_ratio.toFixed(3)} (target ≥ ${result.targets.rate_ratio}); fleet to-device p50 ${result.fleet_latency_to_device_ms.p50.toFixed(3)} ms vs bare ${result.bare_latency_to_device_ms_p50.toFixed(3)} ms`,
       `sequential to-device p50 ${result.sequential_latency_to_device_ms.p50.toFixed(3)} ms (target ≤ ${result.targets.sequential_p50_ms}), p99 ${result.sequential_latency_to_device_ms.p99.toFixed(3)} ms (target ≤ ${result.targets.sequential_p99_ms})   ${result.invalid ? 'INVALID (some commands failed)' : result.pass ? 'OK' : 'MISSED'}`,
     ],
