@@ -141,8 +141,8 @@ async function cpuOf(pids, redisCpu) {
 /**
  * CPU µs per command of each process between two cpuOf() readings, and the rest of the machine
  * (kernel, other processes): machine busy time minus everything named. `elapsedMs` also gives
- * the cores the machine was busy on average (`busy_cores`), which tells a run that left cores
- * idle from one bound by CPU.
+ * the cores the machine was busy on average (busyCores), which tells a run that left cores idle
+ * from one bound by CPU.
  */
 function cpuPerCommand(before, after, commands, elapsedMs) {
   const out = {};
