@@ -116,7 +116,8 @@ function parseAnswer(data) {
       at = chunkEnd + 2;
     }
   }
-  // Neither length nor chunks: the body runs until the server closes (not used by the fleet).
+  // Neither length nor chunks (a 204 or 304, which have no body): what has arrived is the answer,
+  // and the connection is closed since nothing tells where a body would end.
   return { status, headers, body: data.toString('utf8', bodyStart), rest: 0, close: true };
 }
 
