@@ -36,17 +36,22 @@ async function main(): Promise<void> {
   await redis.connect();
   runtime.onClose(() => void redis.quit());
 
+  // Live event streams stay open until the partner leaves: on shutdown they are ended (the
+  // partner reconnects elsewhere with Last-Event-ID) so the server can close; a partner or key
+  // change ends those whose key or permission no longer admits them.
+  const streams = new OpenStreams();
   const authenticator = new Authenticator((prefix) => findKey(db, prefix), () => listener.live);
-  const listener = new AuthChangeListener(config.DATABASE_URL, () => authenticator.forgetAll(), logger.child({ component: 'auth-listener' }));
+  const onAuthChange = () => {
+    authenticator.forgetAll();
+    void streams.recheck();
+  };
+  const listener = new AuthChangeListener(config.DATABASE_URL, onAuthChange, logger.child({ component: 'auth-listener' }));
   await listener.start();
   runtime.onClose(() => listener.stop());
 
   // Other services' questions about partners (the events service: who may receive what).
   bus.serveAll(gatewayHandlers({ db }));
 
-  // Live event streams stay open until the partner leaves: on shutdown they are ended (the
-  // partner reconnects elsewhere with Last-Event-ID) so the server can close.
-  const streams = new OpenStreams();
   const app = createGatewayApp({ config, routes, authenticator, redis, bus, logger, streams });
 
   const tls = config.TLS_CERT_FILE && config.TLS_KEY_FILE;

@@ -226,6 +226,74 @@ describe('the partner leaves', () => {
   });
 });
 
+describe('the key or the permission that opened a stream changes', () => {
+  it('ends a stream whose key is revoked, and the client reconnecting gets 401', async () => {
+    const holder = await gw.partner(['--permissions', 'events_read', '--grant', '5']);
+    const second = await gw.admin('key', 'issue', '--partner', holder.id);
+    const kept = await openStream('/v1/events', holder.key);
+    const keptUpstream = lastUpstream();
+    const revoked = await openStream('/v1/events', String(second.key));
+    const revokedUpstream = lastUpstream();
+    await gw.admin('key', 'revoke', '--key-prefix', String(second.key_prefix));
+    // Heard as a change (Postgres NOTIFY), well before the periodic check.
+    await waitFor(() => revoked.ended, { timeoutMs: 3000, what: 'the revoked key’s stream ended' });
+    await waitFor(() => revokedUpstream.closed, { what: 'its upstream destroyed' });
+    expect((await call(gw.url, 'GET', '/v1/events', { key: String(second.key) })).status).toBe(401);
+    // The partner's other key keeps its stream.
+    await streams.recheck();
+    expect(kept.ended).toBe(false);
+    expect(keptUpstream.closed).toBe(false);
+  });
+
+  it('ends a stream whose partner lost events_read or was disabled; a change to another partner ends nothing', async () => {
+    const losing = await gw.partner(['--permissions', 'events_read,health_read', '--grant', '5']);
+    const disabled = await gw.partner(['--permissions', 'events_read', '--grant', '5']);
+    const bystander = await openStream('/v1/events');
+    const a = await openStream('/v1/events', losing.key);
+    const b = await openStream('/v1/events', disabled.key);
+    await gw.admin('partner', 'update', '--id', losing.id, '--permissions', 'health_read');
+    await waitFor(() => a.ended, { timeoutMs: 3000, what: 'the stream of the partner without events_read ended' });
+    expect(b.ended).toBe(false);
+    await gw.admin('partner', 'disable', '--id', disabled.id);
+    await waitFor(() => b.ended, { timeoutMs: 3000, what: 'the disabled partner’s stream ended' });
+    const refused = await call(gw.url, 'GET', '/v1/events', { key: losing.key });
+    expect([refused.status, refused.body.code, refused.body.required_permission]).toEqual([403, 'forbidden', 'events_read']);
+    await streams.recheck();
+    expect(bystander.ended).toBe(false);
+  });
+
+  it('checks open streams on its own every few seconds, and keeps a stream whose check cannot be made', async () => {
+    const own = new OpenStreams(50);
+    let allowed: boolean | Error = true;
+    const ended: string[] = [];
+    // As a relayed stream does, each forgets itself when it ends.
+    const forgetChecked = own.track(
+      () => {
+        ended.push('checked');
+        forgetChecked();
+      },
+      async () => {
+        if (allowed instanceof Error) throw allowed;
+        return allowed;
+      },
+    );
+    const forgetUnchecked = own.track(() => {
+      ended.push('unchecked');
+      forgetUnchecked();
+    });
+    allowed = new Error('key store unavailable');
+    expect(await own.recheck()).toBe(0);
+    allowed = false;
+    // No change heard: the periodic check finds it.
+    await waitFor(() => ended.length > 0, { timeoutMs: 2000, what: 'the periodic check' });
+    expect(ended).toEqual(['checked']);
+    expect(own.size).toBe(1);
+    own.endAll();
+    expect(ended).toEqual(['checked', 'unchecked']);
+    expect(own.size).toBe(0);
+  });
+});
+
 describe('refusals before the stream starts: the usual JSON error', () => {
   const expectError = (res: Awaited<ReturnType<typeof call>>, status: number, code: string) => {
     expect({ status: res.status, code: res.body.code }).toEqual({ status, code });

@@ -385,6 +385,7 @@ data: {"id":"evt_5f0c…","type":"device.disconnected","version":1,"occurred_at"
 <li>Filters: <code>types</code> (comma-separated, no spaces; default every type your permissions allow) and <code>device_id</code> (one device in your scope, else <code>404 not_found</code>). An unknown type is <code>400 validation_error</code>.</li>
 <li>Resume: after a disconnection reconnect with <code>Last-Event-ID: &lt;the last id you received&gt;</code> (an <code>EventSource</code> does it by itself), or <code>last_event_id=</code> in the query when your client cannot set headers; events after it, within the last 7 days, come first. Without either, the stream starts with new events.</li>
 <li>At most ${MAX_OPEN_STREAMS} streams per partner are open at once: one more is <code>429 rate_limited</code> with <code>Retry-After</code>. Opening a stream counts as one request against your rate limit; an open stream has no timeout.</li>
+<li>An open stream is held by the key that opened it: revoking that key, disabling your account or withdrawing <code>events_read</code> ends the stream within 5 seconds, and reconnecting is then refused like any request.</li>
 <li>Read the stream from your servers, like every API call: never put your key in a browser.</li>
 </ul>
 <h3 id="event-limits">Limits</h3>

@@ -10,7 +10,7 @@ import { routeId, type RouteDef } from '../routes/types';
 import { MAX_BODY_DEPTH, readJsonBody, withinDepth, type RequestValidator } from './request-validation';
 import { countRefusal } from './request-metrics';
 import { relayUpload } from './upload';
-import { relayStream, type OpenStreams } from './stream';
+import { relayStream, type OpenStreams, type StillAllowed } from './stream';
 import type { RouteMatcher } from './route-matcher';
 
 export interface PipelineDeps {
@@ -77,7 +77,7 @@ export function apiPipeline(deps: PipelineDeps) {
       const body = readJsonBody(route, req.get('Content-Type'), Buffer.isBuffer(req.body) ? req.body : Buffer.alloc(0));
       const query = { ...(req.query as Record<string, unknown>) };
       deps.validator.check(route, { params, query, body });
-      await relayStream(deps, req, res, route, params, query, principal, requestId);
+      await relayStream(deps, req, res, route, params, query, principal, requestId, streamHolderCheck(deps, req, route));
       return;
     }
 
@@ -207,6 +207,25 @@ async function dependency<T>(work: Promise<T>): Promise<T> {
     if (err instanceof ApiError) throw err;
     throw new ServiceUnavailableError();
   }
+}
+
+/**
+ * For an open stream: whether the key that opened it still authenticates and still holds the
+ * route's permission (a revoked key or a withdrawn permission ends the stream, as it would
+ * refuse the next request). A key store that cannot be reached throws: the stream is kept.
+ */
+function streamHolderCheck(deps: PipelineDeps, req: Request, route: RouteDef): StillAllowed {
+  const token = bearerToken(req.get('Authorization')) ?? '';
+  return async () => {
+    const principal = await deps.authenticator.authenticate(token);
+    if (!principal) return false;
+    try {
+      checkPermission(route, principal);
+      return true;
+    } catch {
+      return false;
+    }
+  };
 }
 
 async function authenticate(deps: PipelineDeps, req: Request, res: Response): Promise<Principal> {

@@ -21,26 +21,85 @@ const MAX_REFUSAL_BYTES = 64 * 1024;
 
 const STREAM_POSITION = new RegExp(STREAM_POSITION_PATTERN);
 
+/** How often open streams are checked against their key and permission even when no change was heard. */
+export const STREAM_RECHECK_MS = 5_000;
+
+/**
+ * Whether the partner holding a stream may still read it: its key still authenticates and still
+ * carries the route's permission. Throws when that cannot be told (the key store is away): the
+ * stream is then kept and checked again later.
+ */
+export type StillAllowed = () => Promise<boolean>;
+
 /**
  * The event streams open through this gateway. Each ends when its partner leaves or its upstream
  * ends; on shutdown the rest are ended at once (main.ts) so the server can close: a partner's
  * client reconnects, to another replica, with Last-Event-ID.
+ *
+ * A stream outlives the request that opened it, so its key and permission are checked again:
+ * at once when a partner or key change is heard (recheck(), from the auth change listener) and
+ * every `recheckMs` while any stream is open (a change missed while the listener was away). A
+ * stream whose key was revoked, whose partner was disabled or lost the route's permission is
+ * ended; its client reconnects and is refused.
  */
 export class OpenStreams {
-  private readonly ends = new Set<() => void>();
+  private readonly open = new Map<() => void, StillAllowed | undefined>();
+  private timer?: NodeJS.Timeout;
+  private checking?: Promise<number>;
+
+  constructor(private readonly recheckMs = STREAM_RECHECK_MS) {}
 
   get size(): number {
-    return this.ends.size;
+    return this.open.size;
   }
 
-  /** Tracks an open stream by how to end it; the answer forgets it again. */
-  track(end: () => void): () => void {
-    this.ends.add(end);
-    return () => this.ends.delete(end);
+  /** Tracks an open stream by how to end it (and who may keep it); the answer forgets it again. */
+  track(end: () => void, stillAllowed?: StillAllowed): () => void {
+    this.open.set(end, stillAllowed);
+    if (!this.timer) {
+      this.timer = setInterval(() => void this.recheck(), this.recheckMs);
+      this.timer.unref();
+    }
+    return () => {
+      this.open.delete(end);
+      if (this.open.size === 0) this.stopTimer();
+    };
   }
 
   endAll(): void {
-    for (const end of [...this.ends]) end();
+    for (const end of [...this.open.keys()]) end();
+    this.stopTimer();
+  }
+
+  /** Ends every stream its partner may no longer read; resolves with how many were ended. */
+  recheck(): Promise<number> {
+    // One check at a time: a change heard during a check is covered by a check right after it.
+    const next = (this.checking ?? Promise.resolve(0)).then(() => this.checkAll());
+    this.checking = next;
+    return next;
+  }
+
+  private async checkAll(): Promise<number> {
+    let ended = 0;
+    for (const [end, stillAllowed] of [...this.open]) {
+      if (!stillAllowed || !this.open.has(end)) continue;
+      let allowed: boolean;
+      try {
+        allowed = await stillAllowed();
+      } catch {
+        continue;
+      }
+      if (!allowed && this.open.has(end)) {
+        end();
+        ended++;
+      }
+    }
+    return ended;
+  }
+
+  private stopTimer(): void {
+    clearInterval(this.timer);
+    this.timer = undefined;
   }
 }
 
@@ -86,6 +145,7 @@ export async function relayStream(
   query: Record<string, unknown>,
   principal: Principal,
   requestId: string,
+  stillAllowed?: StillAllowed,
 ): Promise<void> {
   if (!('stream' in route.target)) throw new TypeError(`${routeId(route)} does not answer with a stream`);
   const resumeAfter = lastEventId(req, query);
@@ -106,12 +166,12 @@ export async function relayStream(
   } catch {
     throw new ServiceUnavailableError();
   }
-  await pipeStream(deps, target, req, res, requestId);
+  await pipeStream(deps, target, req, res, requestId, stillAllowed);
 }
 
 const unavailable = () => new ServiceUnavailableError('The event stream could not be opened; retry after Retry-After seconds.');
 
-function pipeStream(deps: StreamDeps, target: URL, req: Request, res: Response, requestId: string): Promise<void> {
+function pipeStream(deps: StreamDeps, target: URL, req: Request, res: Response, requestId: string, stillAllowed?: StillAllowed): Promise<void> {
   const { headMs, idleMs } = deps.streamTimeouts ?? { headMs: STREAM_HEAD_TIMEOUT_MS, idleMs: STREAM_IDLE_MS };
   // The partner left while the stream was being opened: nothing to relay to.
   if (res.destroyed) return Promise.resolve();
@@ -180,7 +240,7 @@ function pipeStream(deps: StreamDeps, target: URL, req: Request, res: Response, 
         endPartner();
         return;
       }
-      untrack = deps.streams.track(() => endPartner(true));
+      untrack = deps.streams.track(() => endPartner(true), stillAllowed);
       answer.on('data', (chunk: Buffer) => {
         // Written at once (no compression, no buffering); a partner that reads slowly holds the upstream back.
         if (!res.write(chunk)) {

@@ -9,6 +9,7 @@ import { Authenticator } from '../../src/auth/authenticator';
 import { runAdminCommand } from '../../src/admin/commands';
 import { readGatewayConfig } from '../../src/config';
 import { createGatewayApp, type GatewayParts } from '../../src/gateway';
+import { OpenStreams } from '../../src/http/stream';
 import { MIGRATIONS_DIR } from '../../src/migrations';
 import type { RouteDef } from '../../src/routes/types';
 import { findKey } from '../../src/store/partners';
@@ -52,7 +53,15 @@ export async function startTestGateway(
   // Its own subject prefix: the test serves the registry's and its routes' subjects on it.
   const bus = await Bus.connect({ servers: testEnv.natsUrl, service: `gateway-${unique}`, logger, requestTimeoutMs: 1000, subjectPrefix: `${unique}.` });
   const authenticator = new Authenticator((prefix) => findKey(gatewayDb, prefix), () => listener.live);
-  const listener = new AuthChangeListener(gatewayDbUrl, () => authenticator.forgetAll(), logger);
+  const streams = options.streams ?? new OpenStreams();
+  const listener = new AuthChangeListener(
+    gatewayDbUrl,
+    () => {
+      authenticator.forgetAll();
+      void streams.recheck();
+    },
+    logger,
+  );
   await listener.start();
   const app = createGatewayApp({
     config,
@@ -61,7 +70,7 @@ export async function startTestGateway(
     redis,
     bus,
     logger,
-    ...(options.streams ? { streams: options.streams } : {}),
+    streams,
     ...(options.streamTimeouts ? { streamTimeouts: options.streamTimeouts } : {}),
   });
   const server = http.createServer(app);
