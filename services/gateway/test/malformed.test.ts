@@ -114,7 +114,7 @@ describe('Content-Encoding', () => {
     ['br', 'br', Buffer.from('{"name":"x"}')],
     ['an unknown coding', 'x-nonsense', Buffer.from('{"name":"x"}')],
     ['a list', 'identity, gzip', Buffer.from('{"name":"x"}')],
-  ])('is 415 for %s, on any route, before authentication', async (_what, coding, body) => {
+  ])('is 415 for %s, on any route, with or without a key', async (_what, coding, body) => {
     const headers = { 'Content-Type': 'application/json', 'Content-Encoding': coding };
     expectError(await call(gw.url, 'POST', '/v1/things/a', { key, body: body.toString('latin1'), headers }), 415, 'unsupported_media_type', /Content-Encoding/);
     expectError(await call(gw.url, 'POST', '/v1/things/a', { body: body.toString('latin1'), headers }), 415, 'unsupported_media_type');
@@ -138,6 +138,34 @@ describe('Content-Encoding', () => {
       expect(answer.split('\r\n')[0]).toBe(`HTTP/1.1 ${status} ${http.STATUS_CODES[status]}`);
       expect(JSON.parse(answer.slice(answer.indexOf('\r\n\r\n') + 4)).code).toBe(code);
     }
+  });
+
+  it('counts a request refused before its body is read against a valid key: RateLimit-* headers, then 429 once the window is full', async () => {
+    const tight = await gw.partner(['--requests-per-min', '4']);
+    const oversize = 'x'.repeat(1_100_000);
+    const refusals: Array<[number, string, () => Promise<CallResult>]> = [
+      [415, 'unsupported_media_type', () => call(gw.url, 'POST', '/v1/things/a', { key: tight.key, body: '{"name":"x"}', headers: { 'Content-Type': 'application/json', 'Content-Encoding': 'gzip' } })],
+      [413, 'payload_too_large', () => call(gw.url, 'POST', '/v1/things/a', { key: tight.key, body: `{"name":"${oversize}"}` })],
+      [400, 'validation_error', () => call(gw.url, 'GET', '/v1/search?q=%ZZ', { key: tight.key })],
+    ];
+    let remaining = 4;
+    for (const [status, code, send] of refusals) {
+      const res = await send();
+      expectError(res, status, code);
+      remaining -= 1;
+      expect(res.headers.get('ratelimit-limit')).toBe('4');
+      expect(res.headers.get('ratelimit-remaining')).toBe(String(remaining));
+      expect(res.headers.get('ratelimit-reset')).toMatch(/^[0-9]+$/);
+    }
+    expect((await call(gw.url, 'GET', '/v1/account', { key: tight.key })).status).toBe(200);
+    // The window is full: 429 comes before the media type, as for any request.
+    const full = await refusals[0]![2]();
+    expectError(full, 429, 'rate_limited');
+    expect(full.headers.get('retry-after')).toMatch(/^[0-9]+$/);
+    // Without a key nothing is counted and the refusal stays what it was.
+    const anonymous = await call(gw.url, 'POST', '/v1/things/a', { body: '{"name":"x"}', headers: { 'Content-Type': 'application/json', 'Content-Encoding': 'gzip' } });
+    expectError(anonymous, 415, 'unsupported_media_type');
+    expect(anonymous.headers.get('ratelimit-limit')).toBeNull();
   });
 
   it('accepts identity', async () => {

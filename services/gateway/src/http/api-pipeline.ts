@@ -52,9 +52,7 @@ export function apiPipeline(deps: PipelineDeps) {
     const requestId = res.locals.requestId as string;
     const found = deps.matcher.match(req.method, req.path);
     if (found.kind !== 'found') {
-      // A valid key still counts and gets its RateLimit-* headers; a missing or bad one does not turn this into a 401.
-      const caller = await authenticate(deps, req, res).catch(() => undefined);
-      if (caller) await spendRequestWindow(deps, caller, res);
+      await countAgainstCaller(deps, req, res);
       if (found.kind === 'none') throw new ApiError(404, 'unknown_route', `No route matches ${req.method} ${req.path}.`);
       res.setHeader('Allow', found.allow.join(', '));
       throw new ApiError(405, 'method_not_allowed', `${req.method} is not allowed here; allowed: ${found.allow.join(', ')}.`);
@@ -235,6 +233,18 @@ async function authenticate(deps: PipelineDeps, req: Request, res: Response): Pr
   if (!principal) throw new UnauthorizedError();
   res.locals.keyPrefix = principal.key_prefix;
   return principal;
+}
+
+/**
+ * For a request answered before its route's checks (no route matches, or a header or body rule
+ * refused it): a valid key still spends one request of its window and gets its RateLimit-*
+ * headers, and a full window answers 429 first (the spec's order puts authentication and the
+ * window before media type and validation). A missing or bad key does not turn the answer into
+ * a 401.
+ */
+export async function countAgainstCaller(deps: PipelineDeps, req: Request, res: Response): Promise<void> {
+  const caller = await authenticate(deps, req, res).catch(() => undefined);
+  if (caller) await spendRequestWindow(deps, caller, res);
 }
 
 async function spendRequestWindow(deps: PipelineDeps, principal: Principal, res: Response): Promise<void> {

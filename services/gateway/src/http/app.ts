@@ -5,7 +5,7 @@ import type { Duplex } from 'node:stream';
 import express, { type NextFunction, type Request, type Response } from 'express';
 import { ApiError, parseTraceparent, startHop, telemetryOn, ValidationError, withWork, type Logger } from '@fleet/service-kit';
 import { docsRouter } from '../docs';
-import { apiPipeline, type PipelineDeps } from './api-pipeline';
+import { apiPipeline, countAgainstCaller, type PipelineDeps } from './api-pipeline';
 import { sendError } from './error-response';
 import { countAnswer } from './request-metrics';
 
@@ -28,7 +28,7 @@ export function createApp(deps: PipelineDeps, options: AppOptions): express.Expr
   app.use(conventions(deps.logger));
   if (options.requireTls) app.use(httpsOnly);
   app.use(docsRouter(options.openApiDocument));
-  app.use(headerRules);
+  app.use(headerRules(deps));
   // Bodies are read raw (never decoded: headerRules refused every Content-Encoding but identity)
   // so idempotency can fingerprint them and parse errors follow the permission check.
   // A route that streams its body (platform file upload) is read by its owner, never here.
@@ -38,7 +38,7 @@ export function createApp(deps: PipelineDeps, options: AppOptions): express.Expr
   };
   app.use(express.raw({ type: (req) => !streamsBody(req), limit: BODY_LIMIT, inflate: false }));
   app.use(asyncRoute(apiPipeline(deps)));
-  app.use(errorHandler(deps.logger));
+  app.use(errorHandler(deps));
   return app;
 }
 
@@ -99,28 +99,50 @@ const SINGLE_HEADERS = ['authorization', 'content-type', 'content-encoding', 'co
  * Rules that hold on every route, before anything else looks at the request: each of
  * SINGLE_HEADERS at most once and a query string of percent-encoded UTF-8 (else 400), and no
  * Content-Encoding but `identity` (else 415: bodies are taken as sent, never decompressed).
+ * The body is not read; a valid key still counts the request (refuseBeforeReading).
  */
-function headerRules(req: Request, res: Response, next: NextFunction): void {
-  const seen = new Set<string>();
-  for (let i = 0; i < req.rawHeaders.length; i += 2) {
-    const name = (req.rawHeaders[i] as string).toLowerCase();
-    if (!SINGLE_HEADERS.includes(name)) continue;
-    if (seen.has(name)) {
-      refuseUnread(req, res, new ValidationError(`The ${req.rawHeaders[i]} header was sent more than once; send it once.`));
+function headerRules(deps: PipelineDeps) {
+  return (req: Request, res: Response, next: NextFunction): void => {
+    const seen = new Set<string>();
+    for (let i = 0; i < req.rawHeaders.length; i += 2) {
+      const name = (req.rawHeaders[i] as string).toLowerCase();
+      if (!SINGLE_HEADERS.includes(name)) continue;
+      if (seen.has(name)) {
+        const failure = new ValidationError(`The ${req.rawHeaders[i]} header was sent more than once; send it once.`);
+        // Two Authorization headers name no one caller: nothing is counted against either.
+        if (name === 'authorization') refuseUnread(req, res, failure);
+        else void refuseBeforeReading(deps, req, res, failure);
+        return;
+      }
+      seen.add(name);
+    }
+    if (!isUtf8QueryString(req.url)) {
+      void refuseBeforeReading(deps, req, res, new ValidationError('The query string is not valid percent-encoded UTF-8.'));
       return;
     }
-    seen.add(name);
+    const coding = req.get('Content-Encoding');
+    if (coding !== undefined && coding.trim() !== '' && coding.trim().toLowerCase() !== 'identity') {
+      void refuseBeforeReading(deps, req, res, new ApiError(415, 'unsupported_media_type', 'Content-Encoding is not supported: send the body uncompressed (identity).'));
+      return;
+    }
+    next();
+  };
+}
+
+/**
+ * A refusal made before the route's checks (a header rule, a body the reader refused): answered
+ * without reading the rest of the body, but a valid key still spends its request window and gets
+ * its RateLimit-* headers, as the spec asks of every answer to an authenticated request; a full
+ * window (429) or an unreachable limit store (503) is answered instead, in the spec's order.
+ */
+async function refuseBeforeReading(deps: PipelineDeps, req: Request, res: Response, failure: unknown): Promise<void> {
+  let answer = failure;
+  try {
+    await countAgainstCaller(deps, req, res);
+  } catch (err) {
+    answer = err;
   }
-  if (!isUtf8QueryString(req.url)) {
-    refuseUnread(req, res, new ValidationError('The query string is not valid percent-encoded UTF-8.'));
-    return;
-  }
-  const coding = req.get('Content-Encoding');
-  if (coding !== undefined && coding.trim() !== '' && coding.trim().toLowerCase() !== 'identity') {
-    refuseUnread(req, res, new ApiError(415, 'unsupported_media_type', 'Content-Encoding is not supported: send the body uncompressed (identity).'));
-    return;
-  }
-  next();
+  refuseUnread(req, res, answer);
 }
 
 /** True when every name and value of the URL's query string decodes as percent-encoded UTF-8. */
@@ -143,7 +165,8 @@ function asyncRoute(handler: (req: Request, res: Response) => Promise<void>) {
   };
 }
 
-function errorHandler(logger: Logger) {
+function errorHandler(deps: PipelineDeps) {
+  const { logger } = deps;
   return (err: unknown, req: Request, res: Response, _next: NextFunction): void => {
     let failure = err;
     const status = (err as { status?: unknown }).status;
@@ -163,7 +186,9 @@ function errorHandler(logger: Logger) {
       res.end();
       return;
     }
-    refuseUnread(req, res, failure);
+    // The body reader refuses before the pipeline ran: the caller was not counted yet.
+    if (readerRefusal) void refuseBeforeReading(deps, req, res, failure);
+    else refuseUnread(req, res, failure);
   };
 }
 
