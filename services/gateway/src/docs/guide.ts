@@ -225,7 +225,7 @@ ${errorRows}
 <tbody>
 ${row(['Requests', 'Per partner, per minute: by default 600, configurable by staff. Your value is <code>rate_limits.requests_per_min</code> in <code>GET /v1/account</code>. Every request counts, including idempotent replays.'])}
 ${row(['Device commands', 'Per device, per minute, for your account: by default 60, configurable by staff. Your value is <code>rate_limits.device_commands_per_min</code>. A global per-device ceiling shared by all partners also applies.'])}
-${row(['Configuration mutations', 'A separate per-partner throttle, by default 30 per minute (rename, organization move, sensor changes, profile writes).'])}
+${row(['Configuration mutations', 'A separate per-partner throttle, by default 30 per minute, shared by every change to a device’s configuration or to your profiles and signals: rename, organization move, sensor changes, profile and alert-signal writes, a light’s alert signal and its automation switch.'])}
 ${row(['Destructive operations', 'One per-partner, per-hour ceiling shared by destructive system verbs, connection/identity settings writes, device removal and energy reset.'])}
 ${row(['Live reading', 'At most one request per meter every 10 seconds, whoever asks.'])}
 </tbody>
