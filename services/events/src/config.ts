@@ -27,7 +27,7 @@ const schema = baseConfigSchema.extend({
   WEBHOOK_SECRETS_KEY: z.string().optional(),
   /** Endpoints a partner may register. */
   WEBHOOKS_PER_PARTNER: z.coerce.number().int().min(1).default(20),
-  /** Receivers on loopback and private addresses, and plain http, are allowed (the local fleet of `npm start` only). */
+  /** Receivers on loopback and private addresses, and plain http, are allowed (the local fleet of `npm start` only); link-local and unspecified ones never are. */
   WEBHOOK_LOCAL_RECEIVERS: envFlag(false),
   /** How long a receiver has to answer one delivery. */
   WEBHOOK_TIMEOUT_MS: z.coerce.number().int().min(100).default(10_000),

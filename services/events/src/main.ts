@@ -1,6 +1,6 @@
 import { ensureDatabase, migrate } from '@fleet/db';
 import { RegistryClient } from '@fleet/registry-client';
-import { ensureStream, eventStreamPlan, PARTNER_EVENTS_STREAM, PeriodicJob, ServiceRuntime } from '@fleet/service-kit';
+import { DURABLE_EVENT_RETENTION_MS, ensureStream, eventStreamPlan, PARTNER_EVENTS_STREAM, PeriodicJob, ServiceRuntime } from '@fleet/service-kit';
 import { DevicePlaces } from './access/device-places';
 import { PartnerAccessDirectory } from './access/partner-access';
 import { readEventsConfig, secretsKeyOf } from './config';
@@ -11,9 +11,12 @@ import { ReceiverClient } from './http/receiver-client';
 import { StreamServer } from './http/stream-server';
 import { MIGRATIONS_DIR } from './migrations';
 import { purgeSettled } from './store/deliveries';
+import { prunePlaceChanges } from './store/place-changes';
 import { openEventsDb } from './store/prisma';
 
 const PURGE_INTERVAL_MS = 3_600_000;
+/** Changes of place are kept this long beyond the events' retention in PARTNER_EVENTS. */
+const PLACE_CHANGES_MARGIN_MS = 86_400_000;
 
 async function main(): Promise<void> {
   const config = readEventsConfig();
@@ -32,7 +35,7 @@ async function main(): Promise<void> {
   const timeouts = { cacheMs: config.ACCESS_CACHE_MS, timeoutMs: config.DOWNSTREAM_TIMEOUT_MS };
   const access = new PartnerAccessDirectory(bus, timeouts);
   const registry = new RegistryClient(bus, { timeoutMs: config.DOWNSTREAM_TIMEOUT_MS, logger: logger.child({ component: 'registry' }) });
-  const places = new DevicePlaces(registry, timeouts);
+  const places = new DevicePlaces(registry, db, timeouts);
   const policy = { local: config.WEBHOOK_LOCAL_RECEIVERS };
   if (policy.local) logger.warn('WEBHOOK_LOCAL_RECEIVERS: webhooks may reach loopback and private addresses over http (local use only)');
 
@@ -90,6 +93,9 @@ async function main(): Promise<void> {
     async () => {
       const removed = await purgeSettled(db, new Date(Date.now() - config.DELIVERY_RETENTION_DAYS * 86_400_000));
       if (removed > 0) logger.info({ removed }, 'deliveries past retention deleted');
+      // A change of place judges the events before it: once they have left the stream, it is not needed.
+      const pruned = await prunePlaceChanges(db, new Date(Date.now() - DURABLE_EVENT_RETENTION_MS - PLACE_CHANGES_MARGIN_MS));
+      if (pruned > 0) logger.info({ pruned }, 'changes of place older than the stream deleted');
     },
     logger,
   );

@@ -72,23 +72,31 @@ describe('receiver URLs (SSRF guard)', () => {
     expect(receiverUrlProblem('not a url', production)).toMatch(/absolute/);
   });
 
+  it.each([['127.0.0.1'], ['10.1.2.3'], ['172.16.0.1'], ['192.168.1.1'], ['::1'], ['fd00::1'], ['::ffff:10.0.0.1'], ['::ffff:127.0.0.1']])(
+    'refuses the loopback or private %s in production, allows it in the local fleet',
+    (address) => {
+      expect(addressAllowed(address, production)).toBe(false);
+      expect(addressAllowed(address, local)).toBe(true);
+    },
+  );
+
   it.each([
-    ['127.0.0.1'],
-    ['10.1.2.3'],
-    ['172.16.0.1'],
-    ['192.168.1.1'],
     ['169.254.169.254'],
-    ['100.64.0.1'],
+    ['169.254.0.1'],
     ['0.0.0.0'],
-    ['::1'],
+    ['::'],
     ['fe80::1'],
-    ['fd00::1'],
-    ['::ffff:10.0.0.1'],
-    ['::ffff:127.0.0.1'],
+    ['febf::1'],
+    ['::ffff:169.254.169.254'],
+    ['::ffff:0.0.0.0'],
+    ['64:ff9b::a9fe:a9fe'],
+    ['100.64.0.1'],
     ['224.0.0.1'],
-  ])('refuses %s in production', (address) => {
+    ['255.255.255.255'],
+    ['ff02::1'],
+  ])('refuses the link-local, unspecified or otherwise special %s everywhere, the local fleet included', (address) => {
     expect(addressAllowed(address, production)).toBe(false);
-    expect(addressAllowed(address, local)).toBe(true);
+    expect(addressAllowed(address, local)).toBe(false);
   });
 
   it('allows public unicast addresses', () => {
@@ -129,8 +137,12 @@ describe('server-sent events and cursors', () => {
     expect(sseEvent(42, 'device.connected', '{"a":1}')).toBe('id: 42\nevent: device.connected\ndata: {"a":1}\n\n');
   });
 
-  it('round-trips the deliveries cursor and refuses others', () => {
-    expect(parseDeliveryCursor(deliveryCursor(123n))).toBe(123n);
-    expect(parseDeliveryCursor('garbage')).toBeUndefined();
+  it('round-trips the deliveries cursor of its endpoint and refuses others', () => {
+    const a = 'wh_' + 'a'.repeat(32);
+    const b = 'wh_' + 'b'.repeat(32);
+    expect(parseDeliveryCursor(deliveryCursor(a, 123n), a)).toBe(123n);
+    expect(parseDeliveryCursor(deliveryCursor(a, 123n), b)).toBeUndefined();
+    expect(parseDeliveryCursor(Buffer.from('d:123').toString('base64url'), a)).toBeUndefined();
+    expect(parseDeliveryCursor('garbage', a)).toBeUndefined();
   });
 });

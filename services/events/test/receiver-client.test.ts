@@ -1,7 +1,8 @@
 /**
  * The client that sends deliveries, against real HTTP servers on loopback: redirects are never
- * followed, a silent receiver times out, and outside the local fleet no connection is made to a
- * loopback address, whether written as an address or reached through a name.
+ * followed, a silent receiver times out, outside the local fleet no connection is made to a
+ * loopback address, whether written as an address or reached through a name, and in no fleet to
+ * a link-local or unspecified one.
  */
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -52,5 +53,14 @@ it('outside the local fleet, connects to no loopback address, by address or by n
   hits.length = 0;
   expect(await production.post(`http://127.0.0.1:${port}/ok`, {}, '{}')).toEqual({ status: null, error: 'address 127.0.0.1 is not allowed' });
   expect(await production.post(`http://localhost:${port}/ok`, {}, '{}')).toMatchObject({ status: null, error: 'localhost resolves to no allowed address' });
+  expect(hits).toEqual([]);
+});
+
+it('in the local fleet too, connects to no link-local or unspecified address', async () => {
+  hits.length = 0;
+  expect(await local.post('http://169.254.169.254/latest/meta-data', {}, '{}')).toEqual({ status: null, error: 'address 169.254.169.254 is not allowed' });
+  // 0.0.0.0 would reach this machine's own servers.
+  expect(await local.post(`http://0.0.0.0:${port}/ok`, {}, '{}')).toEqual({ status: null, error: 'address 0.0.0.0 is not allowed' });
+  expect(await local.post(`http://[::]:${port}/ok`, {}, '{}')).toEqual({ status: null, error: 'address :: is not allowed' });
   expect(hits).toEqual([]);
 });

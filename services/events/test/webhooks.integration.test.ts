@@ -14,7 +14,7 @@ import { randomDeviceId, RegistryStandIn, uniqueId, waitFor, WebhookReceiver } f
 import { DevicePlaces } from '../src/access/device-places';
 import { PartnerAccessDirectory } from '../src/access/partner-access';
 import { DeliveryWorker, WITHDRAWN } from '../src/handlers/delivery-worker';
-import { fanoutConsumer } from '../src/handlers/fanout';
+import { fanOutBatch, fanoutConsumer } from '../src/handlers/fanout';
 import { serveEvents } from '../src/handlers/webhooks';
 import { ReceiverClient } from '../src/http/receiver-client';
 import { StreamServer } from '../src/http/stream-server';
@@ -54,7 +54,7 @@ beforeAll(async () => {
   const timeouts = { cacheMs: 0, timeoutMs: 2000 };
   const access = new PartnerAccessDirectory(bus, timeouts);
   const registryClient = new RegistryClient(bus, { timeoutMs: 2000, logger });
-  const places = new DevicePlaces(registryClient, timeouts);
+  const places = new DevicePlaces(registryClient, testDb.db, timeouts);
   client = new ReceiverClient({ policy: { local: true }, timeoutMs: 2000, maxSocketsPerHost: 8 });
   worker = new DeliveryWorker({
     db: testDb.db,
@@ -272,7 +272,7 @@ describe('deliveries', () => {
     const [got] = receiver.received;
     for (const secret of [hook.secret, rotated.body.secret]) expect(() => new Webhook(secret).verify(got!.body, got!.headers as Record<string, string>)).not.toThrow();
     // With no overlap, only the new secret signs.
-    await call('events.webhook.rotate', p, { params: { webhook_id: hook.id }, body: { previous_expires_in_s: 0 } });
+    expect(await call('events.webhook.rotate', p, { params: { webhook_id: hook.id }, body: { previous_expires_in_s: 0 } })).toMatchObject({ ok: true, body: { previous_secret_expires_at: null } });
     await call('events.webhook.test', p, { params: { webhook_id: hook.id } });
     await waitFor(() => receiver.received.length === 2);
     expect(String(receiver.received[1]!.headers['webhook-signature']).split(' ')).toHaveLength(1);
@@ -288,6 +288,110 @@ describe('deliveries', () => {
     expect(second.body.deliveries).toHaveLength(1);
     expect(second.body.next_cursor).toBeNull();
     expect(await call('events.delivery.list', p, { params: { webhook_id: hook.id }, query: { cursor: 'nope' } })).toMatchObject({ ok: false, error: { status: 400 } });
+  });
+});
+
+describe('the delivery log and the endpoint’s state', () => {
+  let receiver: WebhookReceiver;
+  beforeEach(async () => {
+    receiver = await new WebhookReceiver().start();
+  });
+  afterEach(() => receiver.close());
+
+  type Listed = { ok: boolean; body: { deliveries: Array<Record<string, unknown>>; next_cursor: string | null } };
+
+  it('answers previous_secret_expires_at null when a rotation retires the old secret at once', async () => {
+    const p = partner([]);
+    const hook = await createHook(p, receiver.url, ['device.removed']);
+    const rotated = await call('events.webhook.rotate', p, { params: { webhook_id: hook.id }, body: { previous_expires_in_s: 0 } });
+    expect(rotated).toMatchObject({ ok: true, status: 200, body: { id: hook.id, previous_secret_expires_at: null } });
+    // With an overlap it is the moment the old secret stops signing.
+    const overlapping = (await call('events.webhook.rotate', p, { params: { webhook_id: hook.id }, body: { previous_expires_in_s: 60 } })) as unknown as { body: { previous_secret_expires_at: string } };
+    expect(Date.parse(overlapping.body.previous_secret_expires_at)).toBeGreaterThan(Date.now() + 50_000);
+  });
+
+  it('refuses a deliveries cursor of another endpoint (400), even of the same partner', async () => {
+    const p = partner([]);
+    const a = await createHook(p, receiver.url, ['device.removed']);
+    const b = await createHook(p, receiver.url, ['device.removed']);
+    for (const hook of [a, b, a, b, a, b]) await call('events.webhook.test', p, { params: { webhook_id: hook.id } });
+    const pageOfA = (await call('events.delivery.list', p, { params: { webhook_id: a.id }, query: { limit: '2' } })) as unknown as Listed;
+    expect(pageOfA.body.next_cursor).toEqual(expect.any(String));
+    expect(await call('events.delivery.list', p, { params: { webhook_id: b.id }, query: { cursor: pageOfA.body.next_cursor as string } })).toMatchObject({
+      ok: false,
+      error: { status: 400, code: 'validation_error' },
+    });
+    // On its own endpoint it goes on where the page ended.
+    const rest = (await call('events.delivery.list', p, { params: { webhook_id: a.id }, query: { cursor: pageOfA.body.next_cursor as string } })) as unknown as Listed;
+    expect(rest.body.deliveries.map((d) => d.webhook_id)).toEqual([a.id]);
+    // A cursor of the old form (`d:<position>`, no endpoint) is not this endpoint's either.
+    expect(await call('events.delivery.list', p, { params: { webhook_id: a.id }, query: { cursor: Buffer.from('d:999999').toString('base64url') } })).toMatchObject({
+      ok: false,
+      error: { status: 400, code: 'validation_error' },
+    });
+  });
+
+  it('sets delivered_at to when the receiver answered, not when the attempt started', async () => {
+    const held: http.ServerResponse[] = [];
+    const slow = http.createServer((req, res) => {
+      req.resume();
+      req.on('end', () => held.push(res));
+    });
+    await new Promise<void>((resolve) => slow.listen(0, '127.0.0.1', () => resolve()));
+    try {
+      const p = partner([]);
+      const hook = await createHook(p, `http://127.0.0.1:${(slow.address() as { port: number }).port}/hook`, ['device.removed']);
+      await call('events.webhook.test', p, { params: { webhook_id: hook.id } });
+      await waitFor(() => held.length === 1, { what: 'the attempt to reach the receiver' });
+      const arrived = Date.now();
+      // The clock has moved past the attempt's start (which came before its arrival here).
+      await waitFor(() => Date.now() > arrived, { what: 'the next millisecond' });
+      const answeredFrom = Date.now();
+      held[0]!.writeHead(204).end();
+      const delivered = await waitFor(async () => {
+        const [d] = ((await call('events.delivery.list', p, { params: { webhook_id: hook.id } })) as unknown as Listed).body.deliveries;
+        return d?.state === 'succeeded' ? (d as { delivered_at: string; last_attempt: { at: string; duration_ms: number } }) : undefined;
+      }, { what: 'the delivery settled' });
+      expect(Date.parse(delivered.delivered_at)).toBeGreaterThanOrEqual(answeredFrom);
+      expect(Date.parse(delivered.delivered_at)).toBeGreaterThan(Date.parse(delivered.last_attempt.at));
+      expect(Date.parse(delivered.delivered_at)).toBe(Date.parse(delivered.last_attempt.at) + delivered.last_attempt.duration_ms);
+    } finally {
+      slow.closeAllConnections();
+      slow.close();
+    }
+  });
+
+  it('refuses a test event to a disabled endpoint (409) and holds its pending deliveries until it is enabled again', async () => {
+    const p = partner([]);
+    const hook = await createHook(p, receiver.url, ['device.removed']);
+    const sent = (await call('events.webhook.test', p, { params: { webhook_id: hook.id } })) as unknown as { body: { id: string } };
+    await waitFor(() => receiver.received.length === 1, { what: 'the test event' });
+    expect(await call('events.webhook.update', p, { params: { webhook_id: hook.id }, body: { enabled: false } })).toMatchObject({ ok: true, body: { enabled: false } });
+
+    const refused = await call('events.webhook.test', p, { params: { webhook_id: hook.id } });
+    expect(refused).toMatchObject({ ok: false, error: { status: 409, code: 'webhook_disabled' } });
+    expect((refused as unknown as { error: { message: string } }).error.message).toMatch(/disabled/);
+    // Nothing was queued by the refused test.
+    const listed = (await call('events.delivery.list', p, { params: { webhook_id: hook.id } })) as unknown as Listed;
+    expect(listed.body.deliveries).toHaveLength(1);
+
+    // A redelivery is taken, and held: pending, with no attempt due while the endpoint is disabled.
+    const redelivered = await call('events.delivery.redeliver', p, { params: { webhook_id: hook.id, delivery_id: sent.body.id } });
+    expect(redelivered).toMatchObject({ ok: true, status: 202, body: { state: 'pending', next_attempt_at: null } });
+    const held = ((await call('events.delivery.list', p, { params: { webhook_id: hook.id } })) as unknown as Listed).body.deliveries[0];
+    expect(held).toMatchObject({ id: sent.body.id, state: 'pending', next_attempt_at: null });
+    // Even one whose next attempt was due much later is sent as soon as the endpoint is enabled again.
+    await testDb.db.delivery.update({ where: { id: sent.body.id }, data: { nextAttemptAt: new Date(Date.now() + 3_600_000) } });
+    expect(await call('events.webhook.update', p, { params: { webhook_id: hook.id }, body: { enabled: true } })).toMatchObject({ ok: true, body: { enabled: true } });
+    await waitFor(() => receiver.received.length === 2, { what: 'the held delivery sent on re-enabling' });
+    const settled = await waitFor(async () => {
+      const [d] = ((await call('events.delivery.list', p, { params: { webhook_id: hook.id } })) as unknown as Listed).body.deliveries;
+      return d?.state === 'succeeded' ? d : undefined;
+    });
+    expect(settled).toMatchObject({ id: sent.body.id, next_attempt_at: null });
+    // Enabled again, a test is sent.
+    expect(await call('events.webhook.test', p, { params: { webhook_id: hook.id } })).toMatchObject({ ok: true, status: 202 });
+    await waitFor(() => receiver.received.length === 3, { what: 'the test event after re-enabling' });
   });
 });
 
@@ -309,7 +413,7 @@ describe('sharing the work', () => {
     const registryClient = new RegistryClient(bus, { timeoutMs: 2000, logger });
     const secondFanout = fanoutConsumer(
       bus.connection,
-      { db: testDb.db, access: new PartnerAccessDirectory(bus, timeouts), places: new DevicePlaces(registryClient, timeouts), logger, stored: () => second.nudge() },
+      { db: testDb.db, access: new PartnerAccessDirectory(bus, timeouts), places: new DevicePlaces(registryClient, testDb.db, timeouts), logger, stored: () => second.nudge() },
       { stream: PARTNER_EVENTS_STREAM, durable: fanoutDurable },
     );
     second.start();
@@ -369,6 +473,17 @@ describe('sharing the work', () => {
       await guardedBus.drain();
     }
   });
+
+  it('refuses link-local and unspecified receivers in the local fleet too (metadata endpoints)', async () => {
+    const p = partner([]);
+    for (const url of ['http://169.254.169.254/latest/meta-data', 'https://169.254.1.1/hook', 'http://0.0.0.0:8080/hook', 'http://0/hook', 'http://[::]/hook', 'http://[fe80::1]/hook', 'http://[::ffff:169.254.169.254]/hook']) {
+      expect({ url, reply: await call('events.webhook.create', p, { body: { url, event_types: ['device.removed'] } }) }).toMatchObject({ url, reply: { ok: false, error: { status: 400, code: 'validation_error' } } });
+    }
+    const hook = await createHook(p, 'http://127.0.0.1:1/hook', ['device.removed']);
+    expect(await call('events.webhook.update', p, { params: { webhook_id: hook.id }, body: { url: 'http://169.254.169.254/latest' } })).toMatchObject({ ok: false, error: { status: 400, code: 'validation_error' } });
+    // Loopback and private receivers stay allowed there.
+    expect(await call('events.webhook.update', p, { params: { webhook_id: hook.id }, body: { url: 'http://10.0.0.7:8080/hook' } })).toMatchObject({ ok: true });
+  });
 });
 
 describe('live stream', () => {
@@ -412,6 +527,68 @@ describe('live stream', () => {
     await waitFor(() => resumed.events!.length === 2, { what: 'the missed events' });
     expect([first.events![0]!.data.id, ...resumed.events!.map((e) => e.data.id)]).toEqual([a, b, c]);
     resumed.close!();
+  });
+
+  it('replays each event to the partners whose scope held the device when it happened, not where it is now', async () => {
+    const jsm = await bus.connection.jetstreamManager();
+    const before = (await jsm.streams.info(PARTNER_EVENTS_STREAM)).state.last_seq;
+    const oldOrg = partner(['system_read'], [10]);
+    const newOrg = partner(['system_read'], [11]);
+    const oldHooks = await new WebhookReceiver().start();
+    const newHooks = await new WebhookReceiver().start();
+    try {
+      await createHook(oldOrg, oldHooks.url, ['system.ack_received', 'system.log_received', 'device.moved']);
+      await createHook(newOrg, newHooks.url, ['system.ack_received', 'system.log_received', 'device.moved']);
+      registry.orgPaths.set(11, [1, 11]);
+      const id = device([1, 10]);
+      const neighbour = device([1, 10]);
+      const ack = await publish('system.ack_received', id, { line: 'query>ok' });
+      const log = await publish('system.log_received', id, { line: 'booted' });
+      // Delivered live where the device was (as the audit saw it)...
+      await waitFor(() => eventsOf(oldHooks).length === 2, { what: 'the events before the move, live' });
+      // ...then the registry moves the device (its answer changes) and its event follows.
+      registry.described.set(id, { ...registry.described.get(id)!, org_node: { id: 11, parent_id: 1, name: 'n11' } });
+      const moved = await publish('device.moved', id, { from_org_node_id: 10, to_org_node_id: 11 }, [10, 11]);
+      const later = await publish('system.log_received', id, { line: 'after the move' });
+      const marker = await publish('system.log_received', neighbour, { line: 'still at 10' });
+      // Live (webhooks): each partner got what happened in its scope.
+      await waitFor(() => eventsOf(oldHooks).some((e) => e.id === marker) && eventsOf(newHooks).some((e) => e.id === later), { what: 'the live deliveries' });
+      expect(eventsOf(oldHooks).map((e) => e.id)).toEqual([ack, log, moved, marker]);
+      expect(eventsOf(newHooks).map((e) => e.id)).toEqual([moved, later]);
+
+      // Replayed from before all of it, the stream says the same.
+      const oldStream = await open(oldOrg, { last_event_id: String(before) });
+      const newStream = await open(newOrg, { last_event_id: String(before) });
+      await waitFor(() => oldStream.events!.some((e) => e.data.id === marker) && newStream.events!.some((e) => e.data.id === later), { what: 'the replays' });
+      oldStream.close!();
+      newStream.close!();
+      expect(oldStream.events!.map((e) => e.data.id)).toEqual([ack, log, moved, marker]);
+      expect(newStream.events!.map((e) => e.data.id)).toEqual([moved, later]);
+    } finally {
+      await oldHooks.close();
+      await newHooks.close();
+    }
+  });
+
+  it('fans a batch out by where the device was at each of its events, a move in the same batch included', async () => {
+    const oldOrg = partner(['system_read'], [20]);
+    const newOrg = partner(['system_read'], [21]);
+    const oldHook = await createHook(oldOrg, 'http://127.0.0.1:1/old', ['system.log_received', 'device.moved']);
+    const newHook = await createHook(newOrg, 'http://127.0.0.1:1/new', ['system.log_received', 'device.moved']);
+    registry.orgPaths.set(21, [1, 21]);
+    const id = device([1, 20]);
+    // The registry already answers the new node: the move committed before the fan-out read the batch.
+    registry.described.set(id, { ...registry.described.get(id)!, org_node: { id: 21, parent_id: 1, name: 'n21' } });
+    const at = (type: PartnerEventType, data: Record<string, unknown>, orgNodeIds?: number[]) => newPartnerEvent(type, { deviceId: id, data, ...(orgNodeIds ? { orgNodeIds } : {}) });
+    const batch = [at('system.log_received', { line: 'before' }), at('device.moved', { from_org_node_id: 20, to_org_node_id: 21 }, [20, 21]), at('system.log_received', { line: 'after' })];
+    // Positions far beyond this test's stream, in order.
+    const positions = batch.map((message, i) => ({ seq: 1_000_000_000 + i, message }));
+    const timeouts = { cacheMs: 60_000, timeoutMs: 2000 };
+    const places = new DevicePlaces(new RegistryClient(bus, { timeoutMs: 2000, logger }), testDb.db, timeouts);
+    await fanOutBatch({ db: testDb.db, access: new PartnerAccessDirectory(bus, timeouts), places, logger, stored: () => undefined }, positions);
+    const of = async (hookId: string) => (await testDb.db.delivery.findMany({ where: { webhookId: hookId }, orderBy: { seq: 'asc' } })).map((d) => d.eventId);
+    expect(await of(oldHook.id)).toEqual([batch[0]!.event.id, batch[1]!.event.id]);
+    expect(await of(newHook.id)).toEqual([batch[1]!.event.id, batch[2]!.event.id]);
   });
 
   it('filters by type and device, and bounds the partner’s open streams', async () => {

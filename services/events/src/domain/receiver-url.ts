@@ -4,13 +4,19 @@
  * every address its host resolves to must be public unicast (ipaddr.js classifies ranges, the
  * IANA special-purpose registry included); the same check runs on the address each delivery
  * connects to, so a name that later resolves inward (DNS rebinding) is refused at send time.
+ * The local fleet also allows loopback and private (RFC 1918, IPv6 unique local) receivers, but
+ * never link-local (169.254.0.0/16, fe80::/10: cloud metadata endpoints live there), unspecified
+ * (0.0.0.0/8, ::, which reach the machine itself), multicast, broadcast or other special ranges.
  */
 import ipaddr from 'ipaddr.js';
 
 export interface ReceiverPolicy {
-  /** Loopback, private and link-local receivers and plain http are allowed (the local fleet only). */
+  /** Loopback and private receivers and plain http are allowed (the local fleet only); link-local and unspecified never are. */
   local: boolean;
 }
+
+/** The ranges (ipaddr.js's names) the local fleet adds to public unicast. */
+const LOCAL_RANGES: ReadonlySet<string> = new Set(['loopback', 'private', 'uniqueLocal']);
 
 /** The problem with a receiver URL's form, or undefined when the form is fine (addresses are checked apart). */
 export function receiverUrlProblem(text: string, policy: ReceiverPolicy): string | undefined {
@@ -27,12 +33,16 @@ export function receiverUrlProblem(text: string, policy: ReceiverPolicy): string
   return undefined;
 }
 
-/** Whether a receiver may be at this address: public unicast only, unless the policy allows local receivers. */
+/**
+ * Whether a receiver may be at this address: public unicast only; the local fleet adds loopback
+ * and private addresses. Link-local, unspecified and every other special range are refused in
+ * every mode.
+ */
 export function addressAllowed(address: string, policy: ReceiverPolicy): boolean {
   if (!ipaddr.isValid(address)) return false;
   let parsed = ipaddr.parse(address);
   // An IPv4 address written as IPv6 (::ffff:10.0.0.1) is judged as the IPv4 address it is.
   if (parsed.kind() === 'ipv6' && (parsed as ipaddr.IPv6).isIPv4MappedAddress()) parsed = (parsed as ipaddr.IPv6).toIPv4Address();
-  if (policy.local) return true;
-  return parsed.range() === 'unicast';
+  const range = parsed.range();
+  return range === 'unicast' || (policy.local && LOCAL_RANGES.has(range));
 }

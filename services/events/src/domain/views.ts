@@ -15,7 +15,11 @@ export function webhookView(w: WebhookRow): Record<string, unknown> {
   };
 }
 
-export function deliveryView(d: DeliveryRow): Record<string, unknown> {
+/**
+ * A delivery as partners read it. `held`: its endpoint is disabled, so a pending delivery is not
+ * being attempted (no `next_attempt_at`); it is sent as soon as the endpoint is enabled again.
+ */
+export function deliveryView(d: DeliveryRow, options: { held?: boolean } = {}): Record<string, unknown> {
   return {
     id: d.id,
     webhook_id: d.webhookId,
@@ -24,7 +28,7 @@ export function deliveryView(d: DeliveryRow): Record<string, unknown> {
     device_id: d.deviceId,
     state: d.state,
     attempts: d.attempts,
-    next_attempt_at: d.state === 'pending' && d.nextAttemptAt ? d.nextAttemptAt.toISOString() : null,
+    next_attempt_at: d.state === 'pending' && d.nextAttemptAt && !options.held ? d.nextAttemptAt.toISOString() : null,
     last_attempt: d.lastAttemptAt ? { at: d.lastAttemptAt.toISOString(), status: d.lastStatus, error: d.lastError, duration_ms: d.lastDurationMs ?? 0 } : null,
     created_at: d.createdAt.toISOString(),
     delivered_at: d.deliveredAt ? d.deliveredAt.toISOString() : null,
@@ -32,12 +36,16 @@ export function deliveryView(d: DeliveryRow): Record<string, unknown> {
   };
 }
 
-/** The deliveries list's cursor: the position to continue below (opaque to partners). */
-export function deliveryCursor(seq: bigint): string {
-  return Buffer.from(`d:${seq}`).toString('base64url');
+/**
+ * The deliveries list's cursor: the endpoint it belongs to and the position to continue below
+ * (opaque to partners). A cursor is bound to its endpoint: another endpoint's is refused.
+ */
+export function deliveryCursor(webhookId: string, seq: bigint): string {
+  return Buffer.from(`d:${webhookId}:${seq}`).toString('base64url');
 }
 
-export function parseDeliveryCursor(cursor: string): bigint | undefined {
-  const match = /^d:(\d{1,19})$/.exec(Buffer.from(cursor, 'base64url').toString('utf8'));
-  return match ? BigInt(match[1] as string) : undefined;
+/** The position of a cursor of this endpoint's deliveries; undefined for anything else (another endpoint's cursor included). */
+export function parseDeliveryCursor(cursor: string, webhookId: string): bigint | undefined {
+  const match = /^d:(wh_[0-9a-f]{32}):(\d{1,19})$/.exec(Buffer.from(cursor, 'base64url').toString('utf8'));
+  return match && match[1] === webhookId ? BigInt(match[2] as string) : undefined;
 }

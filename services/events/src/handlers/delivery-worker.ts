@@ -139,6 +139,7 @@ export class DeliveryWorker {
     }
     const body = JSON.stringify(inEnvelopeOrder(delivery.event as Record<string, unknown>));
     const outcome = await client.post(delivery.url, deliveryHeaders(secrets, delivery.eventId, at, body), body);
+    // Measured when the receiver answered: a success is delivered then (`delivered_at`), not when the attempt began.
     const result = { at, status: outcome.status, error: outcome.error, durationMs: Date.now() - at.getTime() };
     deliveryDuration.observe(result.durationMs / 1000);
     if (outcome.error === null) {

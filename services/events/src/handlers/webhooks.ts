@@ -5,7 +5,8 @@
  * each request; what only this service can judge (the receiver's address, the limits) is here.
  */
 import { isPartnerEventType, newPartnerEventId, subjectsOf, WEBHOOK_TEST_TYPE, type Principal, type RequestEnvelope, type SubjectsOf } from '@fleet/contracts';
-import { ForbiddenError, NotFoundError, RateLimitedError, ValidationError, type Bus, type ServiceHandlers } from '@fleet/service-kit';
+import { transactionBy } from '@fleet/db';
+import { ConflictError, ForbiddenError, NotFoundError, RateLimitedError, ValidationError, type Bus, type ServiceHandlers } from '@fleet/service-kit';
 import type { RegistryClient } from '@fleet/registry-client';
 import { DELIVERY_ID, newDeliveryId, newWebhookId, WEBHOOK_ID } from '../domain/ids';
 import type { ReceiverPolicy } from '../domain/receiver-url';
@@ -15,9 +16,9 @@ import { newSigningSecret } from '../domain/signing';
 import { deliveryCursor, deliveryView, parseDeliveryCursor, webhookView } from '../domain/views';
 import { hostAllowed } from '../http/receiver-client';
 import type { StreamTickets } from '../http/stream-server';
-import { findDelivery, insertDelivery, listDeliveries, requeueDelivery, type DeliveryState } from '../store/deliveries';
+import { findDelivery, insertDelivery, listDeliveries, releaseHeldDeliveries, requeueDelivery, type DeliveryState } from '../store/deliveries';
 import type { EventsDb } from '../store/prisma';
-import { createWebhook, deleteWebhook, findWebhook, listWebhooks, updateWebhook } from '../store/webhooks';
+import { createWebhook, deleteWebhook, enableWebhook, findWebhook, listWebhooks, updateWebhook } from '../store/webhooks';
 
 type EventsSubject = SubjectsOf<'events'>;
 export const EVENTS_SUBJECTS: readonly EventsSubject[] = subjectsOf('events');
@@ -106,7 +107,7 @@ export function webhookHandlers(deps: WebhookDeps): ServiceHandlers<EventsSubjec
 
     'events.webhook.get': async (req) => ({ body: webhookView(await ownWebhook(req)) }),
 
-    'events.webhook.update': async (req) => {
+    'events.webhook.update': async (req, ctx) => {
       const partner = principalOf(req);
       const id = webhookIdOf(req);
       const body = bodyOf(req);
@@ -119,7 +120,11 @@ export function webhookHandlers(deps: WebhookDeps): ServiceHandlers<EventsSubjec
         patch.enabled = body.enabled;
       }
       if (Object.keys(patch).length === 0) throw new ValidationError('Give at least one of url, event_types, description, enabled.');
-      const updated = await updateWebhook(db, partner.partner_id, id, patch);
+      const updated = await transactionBy(db, ctx, async (tx) => {
+        // Enabled again: what it held is due at once (the retry schedule resumes after that attempt).
+        if (patch.enabled === true && (await enableWebhook(tx, partner.partner_id, id))) await releaseHeldDeliveries(tx, id);
+        return updateWebhook(tx, partner.partner_id, id, patch);
+      });
       if (!updated) throw new NotFoundError('Webhook not found.');
       if (patch.enabled) deps.queued();
       return { body: webhookView(updated) };
@@ -137,14 +142,21 @@ export function webhookHandlers(deps: WebhookDeps): ServiceHandlers<EventsSubjec
         throw new ValidationError(`invalid 'previous_expires_in_s': a whole number of seconds from 0 to ${MAX_OVERLAP_S}`);
       }
       const secret = newSigningSecret();
-      const expiresAt = new Date(Date.now() + overlap * 1000);
-      // The current secret becomes the previous one: both sign until it expires.
-      await updateWebhook(db, webhook.partnerId, webhook.id, { secret: sealSecret(secretsKey, webhook.id, secret), previousSecret: webhook.secret, previousExpiresAt: expiresAt });
-      return { body: { id: webhook.id, secret, previous_secret_expires_at: expiresAt.toISOString() } };
+      // The current secret becomes the previous one: both sign until it expires. With no overlap
+      // it stops signing now: nothing of it is kept, and the answer says so with null.
+      const expiresAt = overlap > 0 ? new Date(Date.now() + overlap * 1000) : null;
+      await updateWebhook(db, webhook.partnerId, webhook.id, {
+        secret: sealSecret(secretsKey, webhook.id, secret),
+        previousSecret: expiresAt ? webhook.secret : null,
+        previousExpiresAt: expiresAt,
+      });
+      return { body: { id: webhook.id, secret, previous_secret_expires_at: expiresAt ? expiresAt.toISOString() : null } };
     },
 
     'events.webhook.test': async (req) => {
       const webhook = await ownWebhook(req);
+      // A disabled endpoint is sent nothing: a test queued for it would tell the partner nothing.
+      if (!webhook.enabled) throw new ConflictError('The webhook endpoint is disabled: enable it (PATCH with "enabled": true) to send it a test event.', 'webhook_disabled');
       const id = newDeliveryId();
       const event = { id: newPartnerEventId(), type: WEBHOOK_TEST_TYPE, version: 1, occurred_at: new Date().toISOString(), data: { webhook_id: webhook.id } };
       const delivery = await insertDelivery(db, { id, webhookId: webhook.id, partnerId: webhook.partnerId, eventId: event.id, eventType: event.type, deviceId: null, orderingKey: id, event });
@@ -161,13 +173,14 @@ export function webhookHandlers(deps: WebhookDeps): ServiceHandlers<EventsSubjec
       if (!Number.isInteger(limit) || limit < 1 || limit > DELIVERIES_MAX) throw new ValidationError(`invalid 'limit': a whole number from 1 to ${DELIVERIES_MAX}`);
       let beforeSeq: bigint | undefined;
       if (q.cursor !== undefined) {
-        beforeSeq = typeof q.cursor === 'string' ? parseDeliveryCursor(q.cursor) : undefined;
-        if (beforeSeq === undefined) throw new ValidationError("invalid 'cursor': pass next_cursor of the previous page");
+        beforeSeq = typeof q.cursor === 'string' ? parseDeliveryCursor(q.cursor, webhook.id) : undefined;
+        if (beforeSeq === undefined) throw new ValidationError("invalid 'cursor': not a cursor of this endpoint's deliveries; pass next_cursor of its previous page");
       }
       const rows = await listDeliveries(db, webhook.id, { ...(state ? { state } : {}), ...(beforeSeq !== undefined ? { beforeSeq } : {}), limit: limit + 1 });
       const page = rows.slice(0, limit);
       const last = page[page.length - 1];
-      return { body: { deliveries: page.map(deliveryView), next_cursor: rows.length > limit && last ? deliveryCursor(last.seq) : null } };
+      const held = !webhook.enabled;
+      return { body: { deliveries: page.map((d) => deliveryView(d, { held })), next_cursor: rows.length > limit && last ? deliveryCursor(webhook.id, last.seq) : null } };
     },
 
     'events.delivery.redeliver': async (req) => {
@@ -177,7 +190,8 @@ export function webhookHandlers(deps: WebhookDeps): ServiceHandlers<EventsSubjec
       const delivery = await requeueDelivery(db, webhook.id, deliveryId);
       if (!delivery) throw new NotFoundError('Delivery not found.');
       deps.queued();
-      return { status: 202, body: deliveryView(delivery) };
+      // A disabled endpoint's delivery is held until the endpoint is enabled again.
+      return { status: 202, body: deliveryView(delivery, { held: !webhook.enabled }) };
     },
 
     'events.stream.open': async (req, ctx) => {

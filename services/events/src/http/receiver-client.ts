@@ -102,10 +102,16 @@ export class ReceiverClient {
   }
 }
 
-/** Every address a receiver's host resolves to now is allowed (the check when an endpoint is created or changed). */
+const allowedKinds = (policy: ReceiverPolicy): string => (policy.local ? 'a public, loopback or private address' : 'a public address');
+
+/**
+ * Every address a receiver's host resolves to now is allowed (the check when an endpoint is
+ * created or changed). A name that does not resolve (yet) is taken: there is nothing to refuse,
+ * and each delivery checks the addresses it connects to.
+ */
 export async function hostAllowed(url: string, policy: ReceiverPolicy): Promise<{ ok: true } | { ok: false; reason: string }> {
   const host = new URL(url).hostname.replace(/^\[|\]$/g, '');
-  if (net.isIP(host)) return addressAllowed(host, policy) ? { ok: true } : { ok: false, reason: `url points at ${host}, which is not a public address` };
+  if (net.isIP(host)) return addressAllowed(host, policy) ? { ok: true } : { ok: false, reason: `url points at ${host}, which is not ${allowedKinds(policy)}` };
   let addresses: dns.LookupAddress[];
   try {
     addresses = await dns.promises.lookup(host, { all: true });
@@ -115,5 +121,5 @@ export async function hostAllowed(url: string, policy: ReceiverPolicy): Promise<
     return { ok: true };
   }
   const refused = addresses.find((a) => !addressAllowed(a.address, policy));
-  return refused ? { ok: false, reason: `url's host ${host} resolves to ${refused.address}, which is not a public address` } : { ok: true };
+  return refused ? { ok: false, reason: `url's host ${host} resolves to ${refused.address}, which is not ${allowedKinds(policy)}` } : { ok: true };
 }

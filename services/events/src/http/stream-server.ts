@@ -4,8 +4,9 @@
  * replicas) and answers a one-time URL of this replica's stream server; the gateway then relays
  * what that URL streams. The stream reads PARTNER_EVENTS with an ordered consumer from just
  * after Last-Event-ID (or from now), and writes each event the partner may receive (type
- * allowed by its permissions now, device in its scope where the event happened, the request's
- * filters) as a Server-Sent Event whose id is the event's stream position.
+ * allowed by its permissions and grants as they are now, device in a granted subtree where it
+ * was at the event's position in the stream, live or replayed: see access/device-places.ts; the
+ * request's filters) as a Server-Sent Event whose id is the event's stream position.
  */
 import { randomUUID } from 'node:crypto';
 import http from 'node:http';
@@ -15,7 +16,7 @@ import { inEnvelopeOrder, partnerEventTypeOf, type PartnerEventMessage, type Pri
 import type { Logger } from '@fleet/service-kit';
 import type { DevicePlaces } from '../access/device-places';
 import type { PartnerAccessDirectory } from '../access/partner-access';
-import { mayReceive } from '../domain/audience';
+import { mayReceive, receivableTypes } from '../domain/audience';
 import { openStreams } from '../metrics';
 import { SSE_RETRY, sseComment, sseEvent } from '../domain/sse';
 import type { EventsDb } from '../store/prisma';
@@ -160,7 +161,9 @@ export class StreamServer implements StreamTickets {
         const access = (await this.options.access.accessOf([request.partner.partner_id])).get(request.partner.partner_id);
         // A partner disabled meanwhile: the stream ends.
         if (!access) break;
-        const [places] = await this.options.places.placesOf([message]);
+        // Permissions as they are now (cheap, first); the device's place as it was at the event's position.
+        if (receivableTypes(access, [type]).length === 0) continue;
+        const [places] = await this.options.places.placesOf([{ seq: m.seq, message }]);
         if (!mayReceive(access, type, places)) continue;
         res.write(sseEvent(m.seq, type, JSON.stringify(inEnvelopeOrder(message.event))));
       }

@@ -108,15 +108,18 @@ export async function claimDue(db: EventsDb, limit: number, perEndpoint: number,
 }
 
 export interface AttemptOutcome {
+  /** When the attempt started. */
   at: Date;
   status: number | null;
   error: string | null;
+  /** How long it took: from `at` until the receiver's answer (or the failure). */
   durationMs: number;
 }
 
 /**
  * Records an attempt: succeeded, failed with its next attempt at `retryAt`, or dead (failed,
- * no `retryAt`). One plain statement: it runs once per delivery, the delivery path's hottest write.
+ * no `retryAt`). A success is `delivered_at` the moment the receiver answered (`at` plus the
+ * duration). One plain statement: it runs once per delivery, the delivery path's hottest write.
  */
 export async function settleAttempt(db: EventsTx, id: string, outcome: AttemptOutcome, result: { succeeded: true } | { succeeded: false; retryAt: Date | null }): Promise<void> {
   const state = result.succeeded ? 'succeeded' : result.retryAt ? 'pending' : 'dead';
@@ -124,7 +127,7 @@ export async function settleAttempt(db: EventsTx, id: string, outcome: AttemptOu
   await db.$executeRaw`
     UPDATE deliveries SET
       state = ${state}, attempts = attempts + 1, next_attempt_at = ${nextAttemptAt}::timestamptz, lease_until = NULL,
-      delivered_at = ${result.succeeded ? outcome.at : null}::timestamptz,
+      delivered_at = ${result.succeeded ? new Date(outcome.at.getTime() + outcome.durationMs) : null}::timestamptz,
       last_attempt_at = ${outcome.at}::timestamptz, last_status = ${outcome.status}::int, last_error = ${outcome.error}, last_duration_ms = ${outcome.durationMs}::int
     WHERE id = ${id} AND state = 'pending'`;
 }
@@ -149,6 +152,16 @@ export async function requeueDelivery(db: EventsTx, webhookId: string, id: strin
     data: { state: 'pending', attempts: 0, nextAttemptAt: new Date(), leaseUntil: null, deliveredAt: null },
   });
   return count === 0 ? null : findDelivery(db, webhookId, id);
+}
+
+/**
+ * An endpoint enabled again: its pending deliveries, held while it was disabled, are due now
+ * (also those whose next retry was due later), so what waited goes out at once.
+ */
+export async function releaseHeldDeliveries(db: EventsTx, webhookId: string): Promise<number> {
+  return db.$executeRaw`
+    UPDATE deliveries SET next_attempt_at = now()
+    WHERE webhook_id = ${webhookId} AND state = 'pending' AND (next_attempt_at IS NULL OR next_attempt_at > now())`;
 }
 
 export async function insertDelivery(db: EventsTx, row: NewDelivery): Promise<DeliveryRow> {

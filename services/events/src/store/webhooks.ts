@@ -55,6 +55,11 @@ export async function updateWebhook(
   return count === 0 ? null : findWebhook(db, partnerId, id);
 }
 
+/** Enables a disabled endpoint; false when it is not one of the partner's disabled endpoints (already enabled, or none). */
+export async function enableWebhook(db: EventsTx, partnerId: string, id: string): Promise<boolean> {
+  return (await db.webhook.updateMany({ where: { id, partnerId, enabled: false }, data: { enabled: true, updatedAt: new Date() } })).count > 0;
+}
+
 /** Deletes the endpoint and its deliveries (the log goes with it). */
 export async function deleteWebhook(db: EventsTx, partnerId: string, id: string): Promise<boolean> {
   return (await db.webhook.deleteMany({ where: { id, partnerId } })).count > 0;
