@@ -180,6 +180,32 @@ describe('removal', () => {
     await device.stop();
     await expect(light(id, { rootSecret: ROOT_SECRET }).start()).rejects.toThrow();
   });
+
+  it('a meter removed and provisioned again under its id starts disconnected: nothing of the removed one carries over', async () => {
+    const reader = (await partnerWithKey(['--permissions', 'health_read,energy_read', '--access-all-devices'])).key;
+    const id = randomDeviceId();
+    const password = '0123456789abcdef'.repeat(2);
+    const provisionMeter = () => provision(id, { credential_source: 'mqtt_password', mqtt_password: password, product: 'meter' });
+    expect((await provisionMeter()).status).toBe(201);
+    const meter = new SimulatedMeter({ brokerUrl: e2eFleet().mqttUrl, deviceId: id, password });
+    meter.on('error', () => undefined);
+    await meter.start();
+    await waitFor(async () => (await status(id)) === 'connected', { timeoutMs: 8000, what: 'meter connected' });
+    const dropped = new Promise<void>((resolve) => meter.once('disconnect', () => resolve()));
+    expect((await api('DELETE', `/v1/devices/${id}?confirm=${id}`, { key })).status).toBe(204);
+    await dropped;
+    await meter.stop();
+    expect((await provisionMeter()).status).toBe(201);
+
+    // Nothing connects as the new device: it reads disconnected with null timestamps everywhere.
+    const fresh = { status: 'disconnected', status_changed_at: null, last_seen_at: null };
+    expect((await api('GET', `/v1/devices/${id}`, { key })).body).toMatchObject(fresh);
+    const health = await api('GET', `/v1/devices/${id}/health`, { key });
+    expect(health.body).toMatchObject({ ...fresh, telemetry: [] });
+    const sample = await api('POST', `/v1/meter/devices/${id}/sample`, { key: reader });
+    expect([sample.status, sample.body.code]).toEqual([409, 'device_offline']);
+    expect(sample.body).toMatchObject(fresh);
+  }, 30_000);
 });
 
 describe('outages', () => {

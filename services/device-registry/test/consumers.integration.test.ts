@@ -44,9 +44,13 @@ afterAll(async () => {
   await nats?.stop();
 });
 
-async function newDevice(product: 'light' | 'meter' = 'light'): Promise<string> {
+/** Reports and telemetry from before a record was created are ignored: by default the record predates every time used here. */
+const LONG_AGO = new Date(Date.UTC(2020, 0, 1));
+
+async function newDevice(product: 'light' | 'meter' = 'light', createdAt: Date | null = LONG_AGO): Promise<string> {
   const deviceId = randomDeviceId();
   await insertDevice(testDb.db, { deviceId, product, name: null, orgNodeId: 1, credentialSource: 'generate', settingsKeyCiphertext: null, brokerPasswordHash: null });
+  if (createdAt) await testDb.db.device.update({ where: { deviceId }, data: { createdAt } });
   return deviceId;
 }
 
@@ -134,6 +138,37 @@ describe('connectivity batches from DEVICE_EVENTS', () => {
     }, { what: 'all batches acked' });
   });
 
+  it('a batch of a removed device stored after its id was provisioned again changes nothing: the new record starts disconnected', async () => {
+    // The removed device was connected until its removal; its batches reach the store only now
+    // (the consumer lagged), after the id was provisioned again at `reprovisioned`.
+    const reprovisioned = at(60_000);
+    const dev = await newDevice('meter', reprovisioned);
+    const other = await newDevice('meter');
+    await publishBatch([
+      { device_id: dev, kind: 'seen', at: at(50_000), product: 'meter' },
+      { device_id: dev, kind: 'offline', at: at(59_000), product: 'meter' },
+    ]);
+    await publishBatch([
+      { device_id: dev, kind: 'seen', at: at(59_500), product: 'meter' },
+      // A device of the same batch is applied as ever: the batch was stored.
+      { device_id: other, kind: 'seen', at: at(59_500), product: 'meter' },
+    ]);
+    await waitFor(async () => (await state(other)).status === 'connected', { what: 'the other device connected' });
+    // Two replicas share the consumer: wait until every batch is stored and acked.
+    const jsm = await nc.jetstreamManager();
+    await waitFor(async () => {
+      const info = await jsm.consumers.info(names.events, `registry-connectivity-${id}`);
+      return info.num_ack_pending === 0 && info.num_pending === 0;
+    }, { what: 'all batches acked' });
+    expect(await state(dev)).toEqual({ status: 'disconnected', statusChangedAt: null, lastSeenAt: null });
+    expect(await partnerEventsOf(dev)).toEqual([]);
+    // The new device's own first message connects it, dated by itself alone.
+    await publishBatch([{ device_id: dev, kind: 'seen', at: at(61_000), product: 'meter' }]);
+    await waitFor(async () => (await state(dev)).status === 'connected', { what: 'the new device connected' });
+    expect(await state(dev)).toEqual({ status: 'connected', statusChangedAt: at(61_000), lastSeenAt: at(61_000) });
+    expect(await partnerEventsOf(dev)).toEqual([{ type: 'device.connected', status_changed_at: at(61_000).toISOString(), org_node_ids: [1] }]);
+  });
+
   it('a malformed batch is dropped without blocking the ones after it', async () => {
     const d = await newDevice();
     await js.publish(names.eventsSubject, new TextEncoder().encode('not json'));
@@ -195,6 +230,17 @@ describe('telemetry from DEVICE_IN', () => {
       { topic: `light/${dev}/tele/heartbeat`, payload: '{"uptime_s":300,"rssi_dbm":-60,"heap_free":1000}', createdAt: t1 },
       { topic: `light/${dev}/tele/env.1`, payload: '{"t":1}', createdAt: new Date(t1.getTime() + 1) },
     ]);
+  });
+
+  it('does not store telemetry received before the device record was created (a removed device that had the id)', async () => {
+    const created = new Date(Date.now() - 60_000);
+    const dev = await newDevice('light', created);
+    await capture(`dev.in.light.${dev}.tele.heartbeat`, `light/${dev}/tele/heartbeat`, new Date(created.getTime() - 1), '{"removed":1}');
+    await capture(`dev.in.light.${dev}.tele.heartbeat`, `light/${dev}/tele/heartbeat`, created, '{"own":1}');
+    await waitFor(async () => (await testDb.db.telemetry.count({ where: { deviceId: dev } })) === 1, { what: 'own telemetry' });
+    const jsm = await nc.jetstreamManager();
+    await waitFor(async () => (await jsm.consumers.info(names.deviceIn, `registry-telemetry-${id}`)).num_pending === 0, { what: 'consumed' });
+    expect((await testDb.db.telemetry.findMany({ where: { deviceId: dev } })).map((r) => r.payload)).toEqual(['{"own":1}']);
   });
 
   it('retention deletes rows older than the cutoff', async () => {

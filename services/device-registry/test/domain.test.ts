@@ -1,5 +1,5 @@
 import { ApiError } from '@fleet/service-kit';
-import { applyEffect, applySilence, parseBatch, summarizeBatch, type ConnectivityState } from '../src/domain/connectivity';
+import { applyEffect, applySilence, effectSince, parseBatch, summarizeBatch, type ConnectivityState } from '../src/domain/connectivity';
 import { deviceView } from '../src/domain/device-view';
 import { parseProvisionBody, placeDevice } from '../src/domain/provision';
 import { nodeInScope, orgForest, resolveMoveTarget, scopeOf, type OrgNodeRow } from '../src/domain/scope';
@@ -197,6 +197,18 @@ describe('connectivity state machine', () => {
     expect(applySilence(disconnected, t(0), 1)).toBe(disconnected);
   });
 
+  it('a record takes only reports from its own lifetime: earlier ones are of a removed device that had the id', () => {
+    const created = t(10);
+    const effect = { deviceId: ID, seenAt: t(4), offlineAt: t(6) };
+    expect(effectSince(effect, created)).toEqual({ deviceId: ID, seenAt: null, offlineAt: null });
+    // A device provisioned again right after its removal starts disconnected with null timestamps.
+    expect(applyEffect(disconnected, effectSince(effect, created))).toEqual(disconnected);
+    // Its own reports count, from the moment of creation on; one unchanged effect is returned as it is.
+    expect(effectSince({ deviceId: ID, seenAt: t(12), offlineAt: t(6) }, created)).toEqual({ deviceId: ID, seenAt: t(12), offlineAt: null });
+    const own = { deviceId: ID, seenAt: t(10), offlineAt: t(11) };
+    expect(effectSince(own, created)).toBe(own);
+  });
+
   it('reduces a batch to one effect per device and drops malformed events', () => {
     const { events, rejected } = parseBatch({
       events: [
@@ -225,6 +237,7 @@ describe('device view', () => {
     status: 'connected',
     statusChangedAt: new Date('2026-11-22T10:00:00.000Z'),
     lastSeenAt: new Date('2026-11-22T10:05:00.000Z'),
+    createdAt: new Date('2026-11-22T09:00:00.000Z'),
   };
 
   it('shows channels and automation on lights only, connectivity only with health_read', () => {

@@ -282,6 +282,8 @@ describe('reading devices and scope', () => {
 
   it('health: connectivity fields and telemetry within hours, newest first, at most limit', async () => {
     const now = Date.now();
+    // Telemetry received before a record was created is not stored: the record predates the rows below.
+    await testDb.db.device.update({ where: { deviceId: inSouth }, data: { createdAt: new Date(now - 3600_000 * 48) } });
     await insertTelemetry(testDb.db, [
       { deviceId: inSouth, createdAt: new Date(now - 3600_000 * 30), topic: `light/${inSouth}/tele/heartbeat`, payload: '{"old":true}' },
       { deviceId: inSouth, createdAt: new Date(now - 120_000), topic: `light/${inSouth}/tele/heartbeat`, payload: '{"uptime_s":1}' },
@@ -330,6 +332,32 @@ describe('connectivity for other services', () => {
     await waitFor(async () => (ok(await call('registry.device.connectivity', undefined, { body: { device_id: id } })).body as { status: string }).status === 'disconnected', {
       what: 'the offline heard',
     });
+  });
+
+  it('a device removed and provisioned again under its id does not inherit what was heard of its predecessor', async () => {
+    const id = randomDeviceId();
+    expect(ok((await provision(admin, { product: 'meter' }, id)).reply).status).toBe(201);
+    report(id, 'seen', new Date());
+    await waitFor(async () => (ok(await call('registry.device.get', admin, { params: { device_id: id } })).body as { status: string }).status === 'connected', {
+      what: 'the first device shown connected',
+    });
+    expect(ok(await call('registry.device.remove', admin, { params: { device_id: id }, query: { confirm: id } })).status).toBe(204);
+    expect(ok((await provision(admin, { product: 'meter' }, id)).reply).status).toBe(201);
+
+    const fresh = { status: 'disconnected', status_changed_at: null, last_seen_at: null };
+    expect(ok(await call('registry.device.get', admin, { params: { device_id: id } })).body).toMatchObject(fresh);
+    expect((ok(await call('registry.device.list', admin)).body as { devices: Record<string, unknown>[] }).devices.find((d) => d.device_id === id)).toMatchObject(fresh);
+    expect(ok(await call('registry.device.health', admin, { params: { device_id: id } })).body).toMatchObject(fresh);
+    expect(ok(await call('registry.device.connectivity', undefined, { body: { device_id: id, wait_for_connected_ms: 200 } })).body).toEqual(fresh);
+
+    // Its own first message connects it, dated by itself alone.
+    const seenAt = new Date();
+    report(id, 'seen', seenAt);
+    const own = await waitFor(async () => {
+      const body = ok(await call('registry.device.connectivity', undefined, { body: { device_id: id } })).body as Record<string, unknown>;
+      return body.status === 'connected' ? body : undefined;
+    }, { what: 'the new device connected' });
+    expect(own).toEqual({ status: 'connected', status_changed_at: seenAt.toISOString(), last_seen_at: seenAt.toISOString() });
   });
 
   it('waits up to wait_for_connected_ms for a report of a device that is not connected, and no longer', async () => {

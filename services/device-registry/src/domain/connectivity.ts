@@ -66,6 +66,20 @@ export function summarizeBatch(events: readonly ConnectivityEvent[]): DeviceBatc
 }
 
 /**
+ * What of a batch effect can concern the device record created at `createdAt`: reports from
+ * before the record existed are of an earlier device that held the id (removed since, perhaps
+ * provisioned again at once) and are dropped, so a new record starts disconnected with null
+ * timestamps until the device itself sends something. The same rule for the overlay of heard
+ * batches (handlers/recent-connectivity.ts), the stored apply (store/connectivity.ts) and
+ * telemetry (store/telemetry.ts). Returns `effect` itself when nothing predates the record.
+ */
+export function effectSince<T extends Pick<DeviceBatchEffect, 'seenAt' | 'offlineAt'>>(effect: T, createdAt: Date): T {
+  const seenAt = effect.seenAt && effect.seenAt >= createdAt ? effect.seenAt : null;
+  const offlineAt = effect.offlineAt && effect.offlineAt >= createdAt ? effect.offlineAt : null;
+  return seenAt === effect.seenAt && offlineAt === effect.offlineAt ? effect : { ...effect, seenAt, offlineAt };
+}
+
+/**
  * Applies one device's batch effect:
  * - seen at t: last_seen_at = max(last_seen_at, t); a device not connected becomes connected with
  *   status_changed_at = t (unless t predates its disconnection: a stale, redelivered report);

@@ -9,6 +9,8 @@ export interface DeviceRecord {
   status: string;
   statusChangedAt: Date | null;
   lastSeenAt: Date | null;
+  /** When the record was created (connectivity reported before it is of an earlier device with the id). */
+  createdAt: Date;
 }
 
 const iso = (d: Date | null): string | null => (d ? d.toISOString() : null);

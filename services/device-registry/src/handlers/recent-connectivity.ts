@@ -1,6 +1,6 @@
 import type { NatsConnection, Subscription } from 'nats';
 import type { Logger } from '@fleet/service-kit';
-import { applyEffect, later, parseBatch, summarizeBatch, type ConnectivityState } from '../domain/connectivity';
+import { applyEffect, effectSince, later, parseBatch, summarizeBatch, type ConnectivityState } from '../domain/connectivity';
 
 /** How long a heard batch is kept: far longer than the durable consumer takes to store it. */
 const HOLD_MS = 60_000;
@@ -17,6 +17,8 @@ export interface StoredConnectivity {
   status: string;
   statusChangedAt: Date | null;
   lastSeenAt: Date | null;
+  /** When the record was created: what was heard before it is of an earlier device with the id. */
+  createdAt: Date;
 }
 
 /**
@@ -75,10 +77,15 @@ export class RecentConnectivity {
     if (now - this.lastPrune > HOLD_MS / 4) this.prune(now);
   }
 
-  /** The device's state with what was heard of it laid over. */
+  /**
+   * The device's state with what was heard of it laid over. Only what was heard since the record
+   * was created counts (effectSince): a device removed and provisioned again under the same id
+   * does not inherit what its predecessor sent, on any replica, for as long as it is held here.
+   */
   overlay<T extends StoredConnectivity>(device: T): T {
-    const heard = this.heard.get(device.deviceId);
-    if (!heard) return device;
+    const held = this.heard.get(device.deviceId);
+    const heard = held && effectSince(held, device.createdAt);
+    if (!heard || (heard.seenAt === null && heard.offlineAt === null)) return device;
     const stored: ConnectivityState = { status: device.status === 'connected' ? 'connected' : 'disconnected', statusChangedAt: device.statusChangedAt, lastSeenAt: device.lastSeenAt };
     return { ...device, ...applyEffect(stored, heard) };
   }

@@ -28,9 +28,11 @@ export async function recordConnectivityEvents(tx: OutboxWriter, transitions: re
 }
 
 /**
- * Applies one batch's per-device effects in one statement (domain/connectivity applyEffect, in
- * SQL). Rows are locked in device-id order first, so concurrent replicas neither deadlock nor
- * compute from stale rows. Unknown device ids match nothing. Returns the devices whose status changed.
+ * Applies one batch's per-device effects in one statement (domain/connectivity effectSince then
+ * applyEffect, in SQL). Rows are locked in device-id order first, so concurrent replicas neither
+ * deadlock nor compute from stale rows. Unknown device ids match nothing, and reports from before
+ * a record was created change nothing (a batch of a removed device stored late, after the id was
+ * provisioned again). Returns the devices whose status changed.
  */
 export async function applyConnectivityEffects(db: RegistryTx, effects: readonly DeviceBatchEffect[]): Promise<ConnectivityTransition[]> {
   if (effects.length === 0) return [];
@@ -42,18 +44,25 @@ export async function applyConnectivityEffects(db: RegistryTx, effects: readonly
       SELECT * FROM unnest(${ids}::text[], ${seen}::timestamptz[], ${offline}::timestamptz[]) AS b(device_id, seen_at, offline_at)
     ),
     cur AS (
-      SELECT d.device_id, d.status, d.status_changed_at, d.last_seen_at
+      SELECT d.device_id, d.status, d.status_changed_at, d.last_seen_at, d.created_at
       FROM devices d JOIN b ON b.device_id = d.device_id
       ORDER BY d.device_id
       FOR UPDATE OF d
     ),
-    s1 AS (
-      SELECT cur.device_id, b.offline_at,
-        GREATEST(cur.last_seen_at, b.seen_at) AS last_seen_at,
-        (b.seen_at IS NOT NULL AND cur.status <> 'connected'
-          AND (cur.status_changed_at IS NULL OR b.seen_at >= cur.status_changed_at)) AS connects,
-        cur.status, cur.status_changed_at, b.seen_at
+    e AS (
+      -- effectSince: reports from before the record was created are of an earlier device with the id.
+      SELECT cur.*,
+        CASE WHEN b.seen_at >= cur.created_at THEN b.seen_at END AS seen_at,
+        CASE WHEN b.offline_at >= cur.created_at THEN b.offline_at END AS offline_at
       FROM cur JOIN b ON b.device_id = cur.device_id
+    ),
+    s1 AS (
+      SELECT e.device_id, e.offline_at,
+        GREATEST(e.last_seen_at, e.seen_at) AS last_seen_at,
+        (e.seen_at IS NOT NULL AND e.status <> 'connected'
+          AND (e.status_changed_at IS NULL OR e.seen_at >= e.status_changed_at)) AS connects,
+        e.status, e.status_changed_at, e.seen_at
+      FROM e
     ),
     s2 AS (
       SELECT s1.*,

@@ -6,7 +6,6 @@ import type { RegistryTx } from './prisma';
 export interface StoredDevice extends DeviceRecord {
   credentialSource: string;
   settingsKeyCiphertext: string | null;
-  createdAt: Date;
 }
 
 interface DeviceRow {
@@ -18,6 +17,7 @@ interface DeviceRow {
   status: string;
   status_changed_at: Date | null;
   last_seen_at: Date | null;
+  created_at: Date;
 }
 
 const fromRow = (r: DeviceRow): DeviceRecord => ({
@@ -29,6 +29,7 @@ const fromRow = (r: DeviceRow): DeviceRecord => ({
   status: r.status,
   statusChangedAt: r.status_changed_at,
   lastSeenAt: r.last_seen_at,
+  createdAt: r.created_at,
 });
 
 /**
@@ -38,7 +39,7 @@ const fromRow = (r: DeviceRow): DeviceRecord => ({
 export async function findDeviceInScope(db: RegistryTx, deviceId: string, scope: Scope): Promise<DeviceRecord | null> {
   const grants = scope.all ? [] : scope.grants;
   const rows = await db.$queryRaw<DeviceRow[]>`
-    SELECT d.device_id, d.product, d.name, d.org_node_id, d.automation_enabled, d.status, d.status_changed_at, d.last_seen_at
+    SELECT d.device_id, d.product, d.name, d.org_node_id, d.automation_enabled, d.status, d.status_changed_at, d.last_seen_at, d.created_at
     FROM devices d
     WHERE d.device_id = ${deviceId}
       AND (${scope.all}::boolean OR EXISTS (
@@ -62,7 +63,7 @@ export async function listDevicesInScope(db: RegistryTx, scope: Scope, product: 
       UNION
       SELECT c.id FROM org_nodes c JOIN granted g ON c.parent_id = g.id
     )
-    SELECT d.device_id, d.product, d.name, d.org_node_id, d.automation_enabled, d.status, d.status_changed_at, d.last_seen_at
+    SELECT d.device_id, d.product, d.name, d.org_node_id, d.automation_enabled, d.status, d.status_changed_at, d.last_seen_at, d.created_at
     FROM devices d
     WHERE (${scope.all}::boolean OR d.org_node_id IN (SELECT id FROM granted))
       AND (${product}::text IS NULL OR d.product = ${product}::text)

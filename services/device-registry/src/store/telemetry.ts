@@ -8,8 +8,10 @@ export interface TelemetryRow {
 }
 
 /**
- * Stores a batch of telemetry in one statement. Rows of unknown devices are skipped, and a row
- * already stored (a redelivery: same device, topic and receive time) is stored once.
+ * Stores a batch of telemetry in one statement. Rows of unknown devices are skipped, as are rows
+ * received before the device's record was created (an earlier device with the id, removed since:
+ * domain/connectivity effectSince), and a row already stored (a redelivery: same device, topic
+ * and receive time) is stored once.
  */
 export async function insertTelemetry(db: RegistryTx, rows: readonly TelemetryRow[]): Promise<number> {
   if (rows.length === 0) return 0;
@@ -18,7 +20,7 @@ export async function insertTelemetry(db: RegistryTx, rows: readonly TelemetryRo
     SELECT t.device_id, t.created_at, t.topic, t.payload
     FROM unnest(${rows.map((r) => r.deviceId)}::text[], ${rows.map((r) => r.createdAt.toISOString())}::timestamptz[],
                 ${rows.map((r) => r.topic)}::text[], ${rows.map((r) => r.payload)}::text[]) AS t(device_id, created_at, topic, payload)
-    WHERE EXISTS (SELECT 1 FROM devices d WHERE d.device_id = t.device_id)
+    WHERE EXISTS (SELECT 1 FROM devices d WHERE d.device_id = t.device_id AND d.created_at <= t.created_at)
     ON CONFLICT (device_id, topic, created_at) DO NOTHING`;
 }
 
