@@ -287,11 +287,20 @@ describe('live readings and energy resets through the broker', () => {
     await busy.stop();
   }, 60_000);
 
-  test('resetenergy: 409 without the right confirm; failed with the meter’s reason', async () => {
+  test('resetenergy: 409 without the right confirm (mismatched, missing, no body); failed with the meter’s reason', async () => {
     const meter = await startMeter({ origin: Date.now() - 600_000, speed: 1, resetEnergyFailure: 'counter locked' });
-    const wrong = await api('POST', `/v1/meter/devices/${meter.deviceId}/resetenergy`, { key: partner.key, body: { confirm: 'nope' } });
-    expect(wrong.status).toBe(409);
-    expect(wrong.body.code).toBe('confirmation_required');
+    const resetPath = `/v1/meter/devices/${meter.deviceId}/resetenergy`;
+    const acks: string[] = [];
+    meter.on('ack', (line: string) => acks.push(line));
+    // Mismatched, `{}`, no body at all, and an empty body sent as application/json.
+    for (const body of [{ confirm: 'nope' }, { confirm: meter.deviceId.toLowerCase() }, {}, undefined, '']) {
+      const refused = await api('POST', resetPath, { key: partner.key, ...(body === undefined ? {} : { body }) });
+      expect([refused.status, refused.body.code, body]).toEqual([409, 'confirmation_required', body]);
+      expect(refused.body.request_id).toBe(refused.headers.get('x-request-id'));
+    }
+    // A confirm of the wrong type is a bad body (400), as on DELETE /v1/devices/{device_id}.
+    const wrongType = await api('POST', resetPath, { key: partner.key, body: { confirm: 12 } });
+    expect([wrongType.status, wrongType.body.code]).toEqual([400, 'validation_error']);
     const res = await api('POST', `/v1/meter/devices/${meter.deviceId}/resetenergy`, { key: partner.key, body: { confirm: meter.deviceId } });
     expect(res.status).toBe(202);
     const pending = await api('GET', res.headers.get('location') as string, { key: partner.key });
@@ -301,31 +310,40 @@ describe('live readings and energy resets through the broker', () => {
       return r.body.state !== 'pending' ? r.body : undefined;
     }, { timeoutMs: 10_000, intervalMs: 300 });
     expect(failed).toMatchObject({ state: 'failed', result: 'failed', reason: 'counter locked', at: expect.any(String), requested_at: expect.any(String) });
+    // Only the confirmed request reached the meter.
+    expect(acks.filter((a) => a.startsWith('resetenergy>'))).toEqual([`resetenergy>token=${String(res.body.token)}>failed:counter locked`]);
     await meter.stop();
   }, 60_000);
 });
 
 describe('bad values, report, clears and light devices', () => {
-  test('quarantined records are kept with a reason and null stats, and do not block the rest', async () => {
+  test('quarantined records are kept with a reason and null stats, and do not block the rest; payloads without sid and seq are not listed', async () => {
     const meter = await startMeter({ origin: Date.parse('2026-05-01T00:00:00Z'), speed: 3600, intervalSec: 900, badValues: true });
     await waitFor(() => meter.sentRecords.length >= 8, { timeoutMs: 30_000, intervalMs: 100 });
     meter.meterOpts.badValues = false;
     await waitFor(() => meter.sentRecords.filter((s) => !s.bad).length >= 2, { timeoutMs: 30_000, intervalMs: 100 });
     await meter.stop();
-    const sentCount = new Set(meter.sentRecords.map((s) => s.payload)).size;
+    // Not JSON, no sid, a seq as text: no interval record (the spec's seq and sid are never null), so never listed.
+    const withoutIdentity = new Set(['not_json', 'missing_sid', 'string_numbers']);
+    const listable = new Set(meter.sentRecords.filter((s) => !withoutIdentity.has(s.bad ?? '')).map((s) => s.payload)).size;
     const stored = await waitFor(async () => {
       const all = await allRecords(meter.deviceId);
-      return all.length >= sentCount ? all : undefined;
+      return all.length >= listable ? all : undefined;
     }, { timeoutMs: 20_000, intervalMs: 500, what: 'all records' });
+    expect(stored).toHaveLength(listable);
+    for (const r of stored) {
+      expect(r.seq).toEqual(expect.any(Number));
+      expect(r.sid).toMatch(/^[0-9a-f]{8}$/);
+    }
     const quarantined = stored.filter((r) => r.quarantined);
-    expect(quarantined.length).toBeGreaterThanOrEqual(7);
+    expect(quarantined.length).toBeGreaterThanOrEqual(4);
     for (const r of quarantined) {
       expect(r.quarantine_reason).toEqual(expect.any(String));
       expect([r.voltage_v, r.current_a, r.power_w, r.frequency_hz, r.power_factor, r.energy_wh]).toEqual([null, null, null, null, null, null]);
     }
-    expect(new Set(quarantined.map((r) => r.quarantine_reason))).toEqual(
-      new Set(['impossible_values', 'unusable_ct_turns', 'reads_exceed_duration', 'invalid_identity', 'malformed_payload']),
-    );
+    expect(new Set(quarantined.map((r) => r.quarantine_reason))).toEqual(new Set(['impossible_values', 'unusable_ct_turns', 'reads_exceed_duration']));
+    const unknownTime = await api('GET', `/v1/meter/devices/${meter.deviceId}/intervals?unknown_time=true`, { key: partner.key });
+    expect([unknownTime.status, unknownTime.body.records]).toEqual([200, []]);
     expect(stored.filter((r) => !r.quarantined).length).toBeGreaterThanOrEqual(2);
   }, 60_000);
 

@@ -174,6 +174,31 @@ describe('meter.records_stored', () => {
     expect([...(lists[0] as string[]), ...(lists[1] as string[])]).toEqual(keys(sid, Array.from({ length: 1203 }, (_, k) => k)));
   });
 
+  it('counts no record without identity (never listed): cursor and count still list exactly the batch’s records', async () => {
+    const d = randomDeviceId();
+    const sid = randomSid();
+    const unidentified = (text: string) => parseRecord(d, Buffer.from(text), RECEIVED);
+    // Listed records with records without identity before, between and after them, over 1000 listed ones.
+    const batch = [
+      unidentified('{not json'),
+      ...Array.from({ length: 1000 }, (_, seq) => parsed(d, sid, seq)),
+      unidentified('{"sid":"XYZ","seq":-1}'),
+      parsed(d, sid, 1000),
+      unidentified('{"seq":3}'),
+      parsed(d, sid, 1001),
+    ];
+    expect(await ingestRecords(testDb.db, batch)).toMatchObject({ stored: 1005, duplicates: 0 });
+    const events = await eventsOf('meter.records_stored', d);
+    expect(events.map((e) => e.data.count)).toEqual([1000, 2]);
+    const lists = await Promise.all(events.map((e) => listed(d, e.data)));
+    expect(lists[0]).toEqual(keys(sid, Array.from({ length: 1000 }, (_, k) => k)));
+    expect(lists[1]).toEqual(keys(sid, [1000, 1001]));
+    // A batch of nothing but records without identity stores them and announces nothing.
+    expect(await ingestRecords(testDb.db, [unidentified('still not json')])).toMatchObject({ stored: 1 });
+    expect(await eventsOf('meter.records_stored', d)).toHaveLength(2);
+    expect(await testDb.db.intervalRecord.count({ where: { deviceId: d } })).toBe(1006);
+  });
+
   it('leaves neither records nor an event when the batch’s transaction rolls back', async () => {
     const d = randomDeviceId();
     // The outbox refuses this device's event: the batch's transaction fails after its records went in.

@@ -139,9 +139,36 @@ describe('ingest', () => {
     const quarantinedAfter = await quarantinedByReason();
     const added = (reason: string) => (quarantinedAfter[reason] ?? 0) - (quarantinedBefore[reason] ?? 0);
     expect([added('unusable_ct_turns'), added('impossible_values'), added('malformed_payload')]).toEqual([1, 2, 1]);
+    // The payload that is no JSON is stored (5 rows above) but carries no identity: listed nowhere.
+    expect((await list(dev, { unknown_time: 'true' })).records).toEqual([]);
+    expect((await list(dev, { received_since: '2000-01-01T00:00:00Z' })).records.map((r) => r.seq).sort()).toEqual([0, 1, 2, 3]);
+  });
+
+  it('lists no payload without a usable sid and seq (the spec has no null for them); a record with them but no usable start is listed with unknown time', async () => {
+    const dev = randomDeviceId();
+    const sid = randomSid();
+    const bookmark = (await list(dev, { received_since: '2000-01-01T00:00:00Z' })).next_cursor as string;
+    await deviceSends(js, stream.prefix, dev, 'iv', '{not json', RECEIVED);
+    await deviceSends(js, stream.prefix, dev, 'iv', { ...makeRecord(sid, 0, T0), sid: 'XYZ', seq: -1 }, RECEIVED);
+    await deviceSends(js, stream.prefix, dev, 'iv', { ...makeRecord(sid, 0, T0), seq: undefined }, RECEIVED);
+    await deviceSends(js, stream.prefix, dev, 'iv', { ...makeRecord(sid, 1, T0 + 900), start: 'yesterday' }, RECEIVED);
+    await deviceSends(js, stream.prefix, dev, 'iv', makeRecord(sid, 2, T0 + 1800), RECEIVED);
+    await waitFor(async () => (await storedCount(dev)) === 5, { what: '5 records stored' });
+    const stored = await testDb.db.intervalRecord.findMany({ where: { deviceId: dev }, select: { quarantineReason: true } });
+    expect(stored.map((r) => r.quarantineReason).sort()).toEqual(['invalid_identity', 'invalid_identity', 'malformed_fields', 'malformed_payload', null]);
+
     const unknown = await list(dev, { unknown_time: 'true' });
     expect(unknown.records).toHaveLength(1);
-    expect(unknown.records[0]).toMatchObject({ sid: null, seq: null, start_at: null, quarantine_reason: 'malformed_payload', time_quality: 'unknown' });
+    expect(unknown.records[0]).toMatchObject({ sid, seq: 1, start_at: null, time_quality: 'unknown', quarantined: true, quarantine_reason: 'malformed_fields' });
+    for (const query of [{ received_since: '2000-01-01T00:00:00Z' }, { cursor: bookmark }]) {
+      const page = await list(dev, query);
+      // (Two replicas ingest: the two records may have been stored in either order.)
+      expect(page.records.map((r) => [r.sid, r.seq]).sort()).toEqual([[sid, 1], [sid, 2]]);
+      for (const r of page.records) {
+        expect(typeof r.seq).toBe('number');
+        expect(r.sid).toMatch(/^[0-9a-f]{8}$/);
+      }
+    }
   });
 });
 

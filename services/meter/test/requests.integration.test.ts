@@ -175,11 +175,13 @@ describe('live reading', () => {
 });
 
 describe('energy reset', () => {
-  it('needs confirm equal to the device id', async () => {
+  it('needs confirm equal to the device id: mismatched, missing, or no body at all is 409 confirmation_required, nothing sent', async () => {
     const dev = randomDeviceId();
     const before = bridge.published.length;
-    const err = await refusal(requestReset(deps, envelope(dev, {}, { body: { confirm: 'nope' } }), logger));
-    expect([err.status, err.code]).toEqual([409, 'confirmation_required']);
+    for (const extra of [{ body: { confirm: 'nope' } }, { body: { confirm: dev.toLowerCase() } }, { body: {} }, {}]) {
+      const err = await refusal(requestReset(deps, envelope(dev, {}, extra), logger));
+      expect([err.status, err.code]).toEqual([409, 'confirmation_required']);
+    }
     expect(bridge.published.length).toBe(before);
   });
 

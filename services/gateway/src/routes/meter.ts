@@ -23,8 +23,8 @@ const intervalRecord: JsonSchema = {
   type: 'object',
   required: ['seq', 'sid', 'start_at', 'time_quality', 'duration_s', 'reads', 'flags', 'quarantined', 'quarantine_reason', 'received_at'],
   properties: {
-    seq: { type: ['integer', 'null'], description: 'null only on a quarantined record that carried no usable seq.' },
-    sid: { type: ['string', 'null'], description: 'Stream id, 8 hex characters; null only on a quarantined record that carried none.' },
+    seq: { type: 'integer', description: 'Counts from 0 within the stream. A payload without a usable sid and seq is no interval record and is never listed.' },
+    sid: { type: 'string', pattern: '^[0-9a-f]{8}$', description: 'Stream id, 8 hex characters; new after every meter restart.' },
     start_at: { ...dateTimeOrNull, description: 'null when time_quality is unknown.' },
     time_quality: { type: 'string', enum: ['device', 'derived', 'unknown'] },
     duration_s: { type: ['integer', 'null'] },
@@ -306,11 +306,15 @@ export const meterRoutes: RouteDef[] = [
     operationId: 'resetMeterEnergy',
     tag: 'Meter',
     summary: 'Zero a meter’s lifetime energy counter',
-    description: 'Destructive and irreversible: `confirm` must equal the device id (else 409) and the call spends from the per-hour destructive ceiling. Poll the Location.',
+    description:
+      'Destructive and irreversible: `confirm` must equal the device id exactly; missing (an empty body, `{}`, or no body at all) or mismatched is 409 `confirmation_required` and nothing is sent. ' +
+      'The call spends from the per-hour destructive ceiling. Poll the Location.',
     permission: 'energy_reset',
     target: { subject: 'meter.reset.create' },
     device: meter,
-    body: { type: 'object', additionalProperties: false, required: ['confirm'], properties: { confirm: { type: 'string', description: 'Must equal the device id exactly.' } } },
+    // Not `required` here: a missing confirm is the meter's 409 confirmation_required (spec: "else 409"), never a 400.
+    body: { type: 'object', additionalProperties: false, properties: { confirm: { type: 'string', description: 'Must equal the device id exactly.' } } },
+    bodyOptional: true,
     idempotent: true,
     limits: ['destructive'],
     responses: {

@@ -72,6 +72,17 @@ const jsonOf = (f: Field): string => (TEXT_FIELDS.has(f) ? `to_json(${f})::text`
  */
 export const RECORD_JSON = `concat('[', concat_ws(',', ${RECORD_FIELDS.map((f) => `COALESCE(${jsonOf(f)}, 'null')`).join(', ')}), ']')`;
 
+/**
+ * SQL: the records partners are shown. The spec's record has an integer `seq` and a `sid` of 8
+ * hex characters, with no null for either (unlike the fields it marks "or null"), and arrival
+ * pages are de-duplicated by them. A payload that carried no usable identity (quarantined
+ * `malformed_payload` or `invalid_identity`) is kept under a key of its bytes, `sid` '#<hash>'
+ * (domain/record.ts), for staff and so its repeats are stored once, but it is no interval
+ * record: no listing shows it and no `meter.records_stored` counts it. (It has no start either,
+ * so no summary or energy answer ever held it.)
+ */
+export const LISTED_RECORD = "sid NOT LIKE '#%'";
+
 /** The key a page ends on: for cursors by start time and arrival bookmarks. */
 export interface RecordKey {
   arrival: number;
@@ -101,9 +112,8 @@ export function pageViews(records: RecordFields[]): Array<Record<string, unknown
   return records.map((f) => recordView(f, iso));
 }
 
+/** A listed record (LISTED_RECORD): its `sid` and `seq` are the ones it carried. */
 function recordView(f: RecordFields, iso: TimeWriters): Record<string, unknown> {
-  const sid = f[at.sid] as string;
-  const identified = !sid.startsWith('#');
   const quarantined = f[at.quarantined] === 1;
   const ctTurns = f[at.ct_turns] as number | null;
   const ct = ctTurns ?? 1;
@@ -111,8 +121,8 @@ function recordView(f: RecordFields, iso: TimeWriters): Record<string, unknown> 
   const last = f[at.e_last_raw] as number | null;
   const start = f[at.start_ms] as number | null;
   return {
-    seq: identified ? f[at.seq] : null,
-    sid: identified ? sid : null,
+    seq: f[at.seq],
+    sid: f[at.sid],
     start_at: start === null ? null : iso.start(start),
     time_quality: f[at.time_quality],
     duration_s: f[at.duration_s],

@@ -3,6 +3,7 @@ import type { ClearMark } from '../domain/clears';
 import { RECORDS_PER_EVENT, recordsStoredData } from '../domain/events';
 import { planIngest, storedRow, streamsAndRanges, withoutCleared, withoutRepeats, type SeqRange, type StoredNeighbour } from '../domain/ingest-plan';
 import type { ParsedRecord } from '../domain/record';
+import { LISTED_RECORD } from '../domain/view';
 import { INGEST_LOCK_KEY, type MeterDb, type MeterTx } from './prisma';
 import { AGGREGATED_COLUMNS, upsertRollups } from './rollup-sql';
 import { recomputeRollups } from './rollups';
@@ -46,9 +47,10 @@ async function ingestInTx(tx: MeterTx, input: ParsedRecord[]): Promise<IngestRes
 
   const rows = fresh.map(({ record, derived }) => storedRow(record, derived));
   // One statement: the records, what they add to the rollups (only rows actually inserted), and
-  // per device (in parts of at most RECORDS_PER_EVENT) how many were inserted and the arrival
-  // bookmark just before them: what the `meter.records_stored` events below announce.
-  const inserted = await tx.$queryRawUnsafe<Array<{ device_id: string; stored: number; after: bigint }>>(
+  // per device (in parts of at most RECORDS_PER_EVENT) how many listed records (LISTED_RECORD)
+  // were inserted and the arrival bookmark just before them: what the `meter.records_stored`
+  // events below announce. Records without identity are stored but never listed or announced.
+  const inserted = await tx.$queryRawUnsafe<StoredPart[]>(
     `WITH fresh AS (
      INSERT INTO interval_records (device_id, sid, seq, start_at, time_quality, duration_s, reads_n, reads_err,
         v_avg, v_min, v_max, i_avg, i_min, i_max, p_avg, p_min, p_max, f_avg, f_min, f_max, pf_avg, pf_min, pf_max,
@@ -65,12 +67,14 @@ async function ingestInTx(tx: MeterTx, input: ParsedRecord[]): Promise<IngestRes
         alarm_reads int, partial boolean, energy_reset boolean, meter_reconfigured boolean, quarantined boolean,
         quarantine_reason text, received_at timestamptz)
      ON CONFLICT (device_id, sid, seq) DO NOTHING
-     RETURNING arrival_seq, ${AGGREGATED_COLUMNS}
+     RETURNING arrival_seq, sid, ${AGGREGATED_COLUMNS}
      ), rolled_up AS (
      ${upsertRollups('fresh', 'add')}
      )
-     SELECT device_id, count(*)::int AS stored, min(arrival_seq) - 1 AS after
-       FROM (SELECT device_id, arrival_seq, (row_number() OVER (PARTITION BY device_id ORDER BY arrival_seq) - 1) / ${RECORDS_PER_EVENT} AS part FROM fresh) f
+     SELECT device_id, count(*)::int AS stored, (count(*) FILTER (WHERE listed))::int AS listed, min(arrival_seq) FILTER (WHERE listed) - 1 AS after
+       FROM (SELECT device_id, arrival_seq, listed,
+                    (row_number() OVER (PARTITION BY device_id, listed ORDER BY arrival_seq) - 1) / ${RECORDS_PER_EVENT} AS part
+               FROM (SELECT device_id, arrival_seq, ${LISTED_RECORD} AS listed FROM fresh) x) f
       GROUP BY device_id, part ORDER BY device_id, part`,
     JSON.stringify(rows),
   );
@@ -96,8 +100,8 @@ async function ingestInTx(tx: MeterTx, input: ParsedRecord[]): Promise<IngestRes
 }
 
 /**
- * One `meter.records_stored` per device with records newly stored in this batch (one per
- * RECORDS_PER_EVENT of them), in the batch's transaction: a batch rolled back announces
+ * One `meter.records_stored` per device with listed records (LISTED_RECORD) newly stored in this
+ * batch (one per RECORDS_PER_EVENT of them), in the batch's transaction: a batch rolled back announces
  * nothing, and a redelivered batch stores nothing new, so it announces nothing again. One
  * statement for the whole batch.
  *
@@ -105,26 +109,39 @@ async function ingestInTx(tx: MeterTx, input: ParsedRecord[]): Promise<IngestRes
  * several meter replicas ingesting at once: arrival order is decided under the ingest lock
  * (INGEST_LOCK_KEY, taken first in this transaction and held until it ends). Every arrival_seq
  * of this batch is drawn after the previous holder committed and before the next one can draw
- * any, so batches never interleave in arrival order: the device's records after the bookmark
- * (the arrival_seq before its first new record) are this batch's, in order, and then only
- * those of later batches; `limit=<count>` stops at the last of this batch's. Sequence values
+ * any, so batches never interleave in arrival order: the device's listed records after the
+ * bookmark (the arrival_seq before its first new listed record) are this batch's, in order, and
+ * then only those of later batches; `limit=<count>` stops at the last of this batch's. (Records
+ * without identity are passed over by the listing and counted by no event.) Sequence values
  * lost to rolled-back batches are gaps no record fills. A part after the first starts after the
  * previous part's last record the same way. (A clear of the device after the batch hides its
  * records from every listing, these included.)
  */
-async function recordsStoredEvents(tx: MeterTx, epoch: string, parts: Array<{ device_id: string; stored: number; after: bigint }>): Promise<void> {
+async function recordsStoredEvents(tx: MeterTx, epoch: string, parts: StoredPart[]): Promise<void> {
   const occurredAt = new Date();
   await recordPartnerEvents(
     tx,
     parts
-      .filter((p) => Number(p.stored) > 0)
+      .filter((p) => Number(p.listed) > 0 && p.after !== null)
       .map((p) => ({
         type: 'meter.records_stored' as const,
         deviceId: p.device_id,
-        data: recordsStoredData(p.device_id, epoch, Number(p.after), Number(p.stored)),
+        data: recordsStoredData(p.device_id, epoch, Number(p.after), Number(p.listed)),
         occurredAt,
       })),
   );
+}
+
+/**
+ * A device's records inserted by a batch, in parts of at most RECORDS_PER_EVENT listed ones:
+ * all of them (`stored`), the listed ones (`listed`, LISTED_RECORD) and the arrival bookmark just
+ * before the first listed one (`after`, null without any).
+ */
+interface StoredPart {
+  device_id: string;
+  stored: number;
+  listed: number;
+  after: bigint | null;
 }
 
 /**

@@ -1,5 +1,5 @@
 import type { StartKey, Window } from '../domain/query';
-import { RECORD_JSON, type RecordFields } from '../domain/view';
+import { LISTED_RECORD, RECORD_JSON, type RecordFields } from '../domain/view';
 import { INGEST_LOCK_KEY, type MeterDb, type MeterReader } from './prisma';
 import { dropRollups } from './rollups';
 
@@ -26,7 +26,10 @@ async function readPage(db: MeterReader, where: string, order: string, limitPara
   return JSON.parse(rows[0]?.page ?? '[]') as RecordFields[];
 }
 
-/** Records by start time, oldest first by (start, sid, seq), after the key; limit + 1 records to tell has_more. */
+/**
+ * Records by start time, oldest first by (start, sid, seq), after the key; limit + 1 records to
+ * tell has_more. (A record without identity, LISTED_RECORD, has no start: none is in a window.)
+ */
 export async function listByStart(db: MeterReader, deviceId: string, window: Window, after: StartKey | null, limit: number): Promise<RecordFields[]> {
   const params: unknown[] = [deviceId, window.start, window.end, limit + 1];
   let keyClause = '';
@@ -37,7 +40,7 @@ export async function listByStart(db: MeterReader, deviceId: string, window: Win
   return readPage(db, `device_id = $1 AND NOT cleared AND start_at >= $2 AND start_at < $3 ${keyClause}`, 'start_at, sid, seq', '$4', params);
 }
 
-/** Records without a determinable start, by (sid, seq). */
+/** Records without a determinable start, by (sid, seq); only those with an identity (LISTED_RECORD). */
 export async function listUnknownTime(db: MeterReader, deviceId: string, after: StartKey | null, limit: number): Promise<RecordFields[]> {
   const params: unknown[] = [deviceId, limit + 1];
   let keyClause = '';
@@ -45,12 +48,13 @@ export async function listUnknownTime(db: MeterReader, deviceId: string, after: 
     params.push(after[1], after[2]);
     keyClause = 'AND (sid, seq) > ($3::text, $4::bigint)';
   }
-  return readPage(db, `device_id = $1 AND NOT cleared AND start_at IS NULL ${keyClause}`, 'sid, seq', '$2', params);
+  return readPage(db, `device_id = $1 AND NOT cleared AND start_at IS NULL AND ${LISTED_RECORD} ${keyClause}`, 'sid, seq', '$2', params);
 }
 
 /**
  * Records in arrival order after a bookmark (or received since a time), never past the
- * committed high-water mark read in the same transaction.
+ * committed high-water mark read in the same transaction. Records without identity
+ * (LISTED_RECORD) are passed over: a page that holds none of the others keeps the bookmark.
  */
 export async function listByArrival(
   db: MeterDb,
@@ -64,8 +68,8 @@ export async function listByArrival(
     const hwm = Number(state[0]?.arrival_hwm ?? 0);
     const records =
       'afterArrival' in from
-        ? await readPage(tx, 'device_id = $1 AND NOT cleared AND arrival_seq > $2 AND arrival_seq <= $3', 'arrival_seq', '$4', [deviceId, from.afterArrival, hwm, limit + 1])
-        : await readPage(tx, 'device_id = $1 AND NOT cleared AND received_at >= $2 AND arrival_seq <= $3', 'arrival_seq', '$4', [deviceId, from.receivedSince, hwm, limit + 1]);
+        ? await readPage(tx, `device_id = $1 AND NOT cleared AND ${LISTED_RECORD} AND arrival_seq > $2 AND arrival_seq <= $3`, 'arrival_seq', '$4', [deviceId, from.afterArrival, hwm, limit + 1])
+        : await readPage(tx, `device_id = $1 AND NOT cleared AND ${LISTED_RECORD} AND received_at >= $2 AND arrival_seq <= $3`, 'arrival_seq', '$4', [deviceId, from.receivedSince, hwm, limit + 1]);
     return { records, epoch, hwm };
   }, { isolationLevel: 'RepeatableRead' });
 }
