@@ -165,6 +165,28 @@ describe('signals and sensors', () => {
   });
 });
 
+describe('the org node in a device’s configuration', () => {
+  it('shows the parent only when it is in the partner’s scope, as the org tree does', async () => {
+    const id = randomDeviceId();
+    const child = randomDeviceId();
+    registry.described.set(id, { device_id: id, product: 'light', name: 'Cold room', org_node: { id: 9, parent_id: 3, name: 'Site' }, automation_enabled: true });
+    registry.described.set(child, { device_id: child, product: 'light', name: 'Freezer', org_node: { id: 12, parent_id: 9, name: 'Room' }, automation_enabled: true });
+    registry.orgPaths.set(9, [1, 3, 9]);
+    const device = { device_id: id, product: 'light' as const, org_node_id: 9, name: 'Cold room' };
+    const inRoom = { device_id: child, product: 'light' as const, org_node_id: 12, name: 'Freezer' };
+    const grantedSite = principal({ permissions: ['config_read'], org_grants: [9] });
+    const grantedAbove = principal({ permissions: ['config_read'], org_grants: [3, 9] });
+    const everywhere = principal({ permissions: ['config_read', 'access_all_devices'], org_grants: [] });
+    expect(ok(await call('config.device.get', grantedSite, { device })).org_node).toEqual({ id: 9, parent_id: null, name: 'Site' });
+    expect(ok(await call('config.device.get', grantedAbove, { device })).org_node).toEqual({ id: 9, parent_id: 3, name: 'Site' });
+    expect(ok(await call('config.device.get', everywhere, { device })).org_node).toEqual({ id: 9, parent_id: 3, name: 'Site' });
+    // A node below the granted root: its parent is in scope, and no path is asked.
+    const asked = registry.requests.filter((r) => r.subject === 'registry.org.paths').length;
+    expect(ok(await call('config.device.get', grantedSite, { device: inRoom })).org_node).toEqual({ id: 12, parent_id: 9, name: 'Room' });
+    expect(registry.requests.filter((r) => r.subject === 'registry.org.paths')).toHaveLength(asked);
+  });
+});
+
 describe('evaluation and automation', () => {
   async function relay(deviceId: string, tdlId: string, reading: { temp_c: number | null; humidity?: number | null; breach: boolean; at?: number }): Promise<void> {
     const h = natsHeaders();

@@ -5,7 +5,8 @@
  */
 import type { RequestEnvelope } from '@fleet/contracts';
 import { transactionBy } from '@fleet/db';
-import type { DeviceLookup } from '@fleet/registry-client';
+import type { DeviceLookup, RegistryClient } from '@fleet/registry-client';
+import { orgNodeInScope, parentVisibleWithoutPath, type OrgNodeView } from '../domain/org-node';
 import { ConflictError, NotFoundError, ValidationError, type HandlerContext, type HandlerResult } from '@fleet/service-kit';
 import { isSensorId, LABEL_MAX } from '../domain/sensor-id';
 import { alertLevelOf, attachSensor, chooseSignal, chosenSignal, detachSensor, markForWrite, sensorsOf, updateSensor } from '../store/devices';
@@ -15,7 +16,7 @@ import { bodyOf, deviceOf, lightOf, nullableId, onlyFields, principalOf } from '
 
 export interface DeviceConfigDeps {
   db: ConfigDb;
-  registry: DeviceLookup;
+  registry: DeviceLookup & Pick<RegistryClient, 'orgPaths'>;
 }
 
 const callOf = (req: RequestEnvelope, ctx: HandlerContext) => ({ requestId: req.request_id, deadline: ctx.deadline });
@@ -37,6 +38,18 @@ async function usableProfile(tx: ConfigTx, ownerId: string, id: number | null): 
   if (id !== null && !(await visibleProfile(tx, ownerId, id))) throw new NotFoundError('Profile not found.');
 }
 
+/**
+ * The device's org node as the partner's org tree shows it: a parent outside the partner's scope
+ * is null there (GET /v1/org-tree nulls each granted root's parent), so it is here too. The
+ * node's path is asked only when the node is itself a granted root.
+ */
+async function scopedOrgNode(deps: DeviceConfigDeps, req: RequestEnvelope, ctx: HandlerContext, node: OrgNodeView | null): Promise<OrgNodeView | null> {
+  const principal = principalOf(req);
+  if (node === null || parentVisibleWithoutPath(node, principal)) return node;
+  const path = (await deps.registry.orgPaths(callOf(req, ctx), [node.id])).get(node.id) ?? [node.id];
+  return orgNodeInScope(node, principal, path);
+}
+
 export async function getConfig(deps: DeviceConfigDeps, req: RequestEnvelope, ctx: HandlerContext): Promise<HandlerResult> {
   const { deviceId } = deviceOf(req);
   const [described] = await deps.registry.lookupDevices(callOf(req, ctx), [deviceId]);
@@ -48,7 +61,7 @@ export async function getConfig(deps: DeviceConfigDeps, req: RequestEnvelope, ct
     body: {
       device_id: deviceId,
       name: described.name,
-      org_node: described.org_node,
+      org_node: await scopedOrgNode(deps, req, ctx, described.org_node),
       sensors: sensors.map((s) => {
         const p = s.profileId === null ? fallback : (profiles.get(s.profileId) ?? fallback);
         return { tdl_id: s.tdlId, label: s.label, profile: { id: p.id, name: p.name, version: p.version }, profile_id: s.profileId, level: s.level };
