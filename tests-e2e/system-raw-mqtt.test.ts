@@ -1,4 +1,4 @@
-import { SimulatedLight, type DeviceMessage } from '@fleet/device-sim';
+import { MqttProbe, SimulatedLight, type DeviceMessage } from '@fleet/device-sim';
 import { randomDeviceId, waitFor } from '@fleet/test-kit';
 import { admin as staff, api, partnerWithKey, type Answer } from './support/api';
 import { e2eFleet } from './support/fleet-env';
@@ -106,6 +106,55 @@ describe('raw publish', () => {
     expect(next.status).toBe(202);
   });
 
+  it('never sends a secret set> in clear: 409 encryption_unavailable where the topic names no device, nothing published', async () => {
+    const { mqttUrl, mqttAdmin } = e2eFleet();
+    const topics = ['foo/bar/sys/exe', 'sys/exe', 'light/5a0000000002/sys/exe', `light/${inScope.deviceId}/x/sys/exe`];
+    const probe = await MqttProbe.open(mqttUrl, topics, { username: mqttAdmin.username, password: mqttAdmin.password });
+    try {
+      for (const topic of topics) {
+        for (const payload of ['set>wifiPass=raw-e2e-clear-1', 'set>mqttPass=enc1:raw-e2e-clear-2']) {
+          const res = await publish(globalKey, { topic, payload });
+          expect({ topic, payload, status: res.status, code: res.body.code }).toEqual({ topic, payload, status: 409, code: 'encryption_unavailable' });
+        }
+        // A line without a secret still goes to such a topic: it arrives after anything sent before it.
+        expect((await publish(globalKey, { topic, payload: 'query>' })).status).toBe(202);
+        await probe.waitFor((m) => m.topic === topic && m.text === 'query>', 5000, `query> on ${topic}`);
+      }
+      expect(probe.messages.filter((m) => m.text.includes('raw-e2e-clear'))).toEqual([]);
+    } finally {
+      await probe.close();
+    }
+  });
+
+  it('seals every secret set> for the device, a value that already starts with enc1: too, and the device opens it', async () => {
+    const res = await publish(globalKey, { topic: `light/${inScope.deviceId}/sys/exe`, payload: 'set>wifiPass=enc1:looks-sealed' });
+    expect(res.status).toBe(202);
+    const payload = String(res.body.payload);
+    expect(payload).toMatch(/^set>wifiPass=enc1:[A-Za-z0-9_-]+$/);
+    expect(payload).not.toBe('set>wifiPass=enc1:looks-sealed');
+    await inScope.waitFor('sent', (m) => m.sub === 'sys/resp' && m.payload.toString() === `${payload}>ok`);
+    expect(inScope.pendingSettings.wifiPass).toBe('enc1:looks-sealed');
+    expect(inScope.received.some((m) => m.payload.toString().includes('looks-sealed'))).toBe(false);
+  });
+
+  it('refuses a secret in a line that is not the protocol’s set>, and control characters in a sys/exe line: 400, nothing sent; elsewhere the payload is any text', async () => {
+    const before = inScope.received.filter(sysExe).length;
+    for (const payload of ['SET>wifiPass=raw-e2e-upper', ' set>wifiPass=raw-e2e-blank', 'query>\nset>wifiPass=raw-e2e-newline', 'a\u0001b']) {
+      const res = await publish(globalKey, { topic: `light/${inScope.deviceId}/sys/exe`, payload });
+      expect({ payload, status: res.status, code: res.body.code }).toEqual({ payload, status: 400, code: 'validation_error' });
+    }
+    // Every request refuses U+0000.
+    const nul = await publish(globalKey, { topic: `light/${inScope.deviceId}/cmd/light1`, payload: 'a\u0000b' });
+    expect([nul.status, nul.body.code]).toEqual([400, 'validation_error']);
+    const binaryish = await publish(globalKey, { topic: `light/${inScope.deviceId}/cmd/light1`, payload: 'a\u0001b\tc\n' });
+    expect(binaryish.status).toBe(202);
+    await inScope.waitFor('received', (m) => m.sub === 'cmd/light1' && m.payload.toString() === 'a\u0001b\tc\n');
+    expect((await publish(globalKey, { topic: `light/${inScope.deviceId}/sys/exe`, payload: 'query>' })).status).toBe(202);
+    await inScope.waitFor('received', (m) => sysExe(m) && m.payload.toString() === 'query>');
+    const sent = inScope.received.filter(sysExe).slice(before).map((m) => m.payload.toString());
+    expect(sent.filter((p) => p !== 'query>')).toEqual([]);
+  });
+
   it('is 403 without a raw MQTT permission, naming the one to ask for', async () => {
     const res = await publish(plainKey, { topic: `light/${inScope.deviceId}/sys/exe`, payload: 'query>' });
     expect([res.status, res.body.code, res.body.required_permission]).toEqual([403, 'forbidden', 'raw_mqtt_global']);
@@ -122,6 +171,18 @@ describe('raw read', () => {
     const last = ack(values[values.length - 1] as number);
     await waitFor(async () => rowsOf(await read(devicesKey, { topic: `light/${inScope.deviceId}/sys/resp`, limit: 1 }))[0]?.payload === last, { timeoutMs: 10_000, what: `${last} captured` });
   }
+
+  it('takes since as epoch seconds as well as ISO 8601, and refuses anything else with 400', async () => {
+    const topic = `light/${inScope.deviceId}/sys/resp`;
+    await acknowledged([77]);
+    for (const since of [String(Math.floor(Date.now() / 1000) - 600), new Date(Date.now() - 600_000).toISOString()]) {
+      const res = await read(devicesKey, { topic, since, limit: 1000 });
+      expect({ since, status: res.status }).toEqual({ since, status: 200 });
+      expect(rowsOf(res).map((r) => r.payload)).toContain(ack(77));
+    }
+    const bad = await read(devicesKey, { topic, since: 'yesterday' });
+    expect([bad.status, bad.body.code]).toEqual([400, 'validation_error']);
+  });
 
   it('returns the newest rows first, then follows next_cursor oldest first with has_more', async () => {
     const topic = `light/${inScope.deviceId}/sys/resp`;

@@ -148,6 +148,28 @@ describe('verbs, settings and what devices report', () => {
     expect([unconfirmed.status, unconfirmed.body.code]).toEqual([409, 'confirmation_required']);
   });
 
+  it('counts wifiSsid in UTF-8 bytes, as the catalog describes it', async () => {
+    const catalog = await api('GET', '/v1/system/commands', { key: operator.key });
+    expect((catalog.body.settings as Json[]).find((s) => s.key === 'wifiSsid')).toMatchObject({ max_length: 32, length_unit: 'bytes', description: expect.stringContaining('bytes') });
+    const tooLong = await api('PUT', `/v1/devices/${light.deviceId}/system/settings/wifiSsid`, { key: operator.key, body: { value: '€'.repeat(32) } });
+    expect([tooLong.status, tooLong.body.code]).toEqual([400, 'validation_error']);
+    expect(String(tooLong.body.error)).toContain('32 bytes');
+    const fits = await api('PUT', `/v1/devices/${light.deviceId}/system/settings/wifiSsid`, { key: operator.key, body: { value: '€'.repeat(10) } });
+    expect(fits.status).toBe(202);
+    await feedLine(operator.key, light.deviceId, `set>wifiSsid=${'€'.repeat(10)}>ok`);
+  });
+
+  it('reads the response feed since epoch seconds as well as ISO 8601, and refuses anything else', async () => {
+    await feedLine(operator.key, light.deviceId, 'query>ok');
+    for (const since of [String(Math.floor(Date.now() / 1000) - 3600), encodeURIComponent(new Date(Date.now() - 3_600_000).toISOString())]) {
+      const res = await api('GET', `/v1/devices/${light.deviceId}/system/responses?since=${since}&limit=1000`, { key: reader.key });
+      expect({ since, status: res.status }).toEqual({ since, status: 200 });
+      expect((res.body.rows as Json[]).some((r) => r.line === 'query>ok')).toBe(true);
+    }
+    const bad = await api('GET', `/v1/devices/${light.deviceId}/system/responses?since=yesterday`, { key: reader.key });
+    expect([bad.status, bad.body.code]).toEqual([400, 'validation_error']);
+  });
+
   it('seals a secret setting for the device: it arrives as enc1: and opens with the device key, never in clear', async () => {
     const res = await api('PUT', `/v1/devices/${light.deviceId}/system/settings/wifiPass`, { key: operator.key, body: { value: 'correct horse battery' } });
     expect(res.status).toBe(202);
@@ -234,6 +256,19 @@ describe('platform files and file push', () => {
     expect((await api('DELETE', `/v1/system/files?dir=files&name=${gone}`, { key: operator.key })).status).toBe(404);
   });
 
+  it('answers the upload’s Location: the file list filtered to the new file', async () => {
+    const located = `located-${Date.now()}.txt`;
+    const res = await upload(operator.key, 'files', located, Buffer.from('where am I'));
+    expect(res.status).toBe(201);
+    const location = String(res.headers.get('location'));
+    expect(location).toBe(`/v1/system/files?dir=files&name=${located}`);
+    const got = await api('GET', location, { key: reader.key });
+    expect([got.status, got.body]).toEqual([200, { files: [res.body] }]);
+    // The same URL deletes it; the list then names nothing.
+    expect((await api('DELETE', location, { key: operator.key })).status).toBe(204);
+    expect((await api('GET', location, { key: reader.key })).body).toEqual({ files: [] });
+  });
+
   it('pushes a file: the device downloads it, checks its SHA-256 and the transfer succeeds', async () => {
     const res = await api('POST', `/v1/devices/${light.deviceId}/files`, { key: operator.key, body: { name }, headers: { 'Idempotency-Key': `push-${name}` } });
     expect(res.status).toBe(202);
@@ -285,10 +320,48 @@ describe('platform files and file push', () => {
 
   it('refuses a push of a name that is not an .mp3 in files/, publishing nothing', async () => {
     const before = light.received.filter(sysExe).length;
-    for (const body of [{ name: 'readme.txt' }, { name: 'missing.mp3' }]) {
+    for (const body of [{ name: 'readme.txt' }, { name: 'missing.mp3' }, { name, dest: 'other.wav' }, { name, dest: 'other' }]) {
       const res = await api('POST', `/v1/devices/${light.deviceId}/files`, { key: operator.key, body });
       expect([res.status, res.body.code]).toEqual([400, 'validation_error']);
     }
     expect(light.received.filter(sysExe).length).toBe(before);
+  });
+});
+
+describe('a removed device', () => {
+  it('leaves nothing behind: the same id provisioned again has no cached settings, feed rows, transfers or status history', async () => {
+    const remover = await partnerWithKey(['--permissions', 'device_removal,system_read', '--access-all-devices']);
+    const light = await provisionLight({ logLines: true });
+    const id = light.deviceId;
+    await waitFor(async () => (await api('GET', `/v1/devices/${id}/system/settings`, { key: reader.key })).status === 200, { what: 'settings reported' });
+    expect((await api('POST', `/v1/devices/${id}/system/commands`, { key: operator.key, body: { command: 'query' } })).status).toBe(202);
+    await feedLine(operator.key, id, 'query>ok');
+    const clip = `removal-${Date.now()}.mp3`;
+    expect((await upload(operator.key, 'files', clip, mp3(20, 3))).status).toBe(201);
+    expect((await api('POST', `/v1/devices/${id}/files`, { key: operator.key, body: { name: clip } })).status).toBe(202);
+    expect(((await api('GET', `/v1/devices/${id}/files`, { key: reader.key })).body.transfers as Json[]).length).toBe(1);
+    await light.stop();
+
+    expect((await api('DELETE', `/v1/devices/${id}?confirm=${id}`, { key: remover.key })).status).toBe(204);
+    const again = await api('POST', `/v1/devices/${id}`, { key: admin.key, body: { credential_format: 'derived-v1', product: 'light', credential_source: 'root_secret', root_secret: SECRET } });
+    expect(again.status).toBe(201);
+
+    // system-files hears of the removal from the registry's device events, a moment later.
+    const settings = await waitFor(
+      async () => {
+        const res = await api('GET', `/v1/devices/${id}/system/settings`, { key: reader.key });
+        return res.status === 404 ? res : undefined;
+      },
+      { timeoutMs: 10_000, what: 'the removed device’s settings forgotten' },
+    );
+    expect(settings.body.code).toBe('not_found');
+    const feed = await api('GET', `/v1/devices/${id}/system/responses?since=${Math.floor(Date.now() / 1000) - 3600}`, { key: reader.key });
+    expect([feed.status, feed.body.rows]).toEqual([200, []]);
+    expect((await api('GET', `/v1/devices/${id}/files`, { key: reader.key })).body).toEqual({ transfers: [] });
+    const status = await api('GET', `/v1/devices/${id}/system/status`, { key: reader.key });
+    expect(status.body).toMatchObject({ status: 'disconnected', last_connection: null, snapshots: [], heartbeats: [] });
+    // A secret write now depends on the new device, not on what the old one reported.
+    const secret = await api('PUT', `/v1/devices/${id}/system/settings/wifiPass`, { key: operator.key, body: { value: 'correct horse battery' } });
+    expect(secret.status).toBe(202);
   });
 });

@@ -33,6 +33,8 @@ export interface SettingDef {
   readonly max?: number;
   readonly minLength?: number;
   readonly maxLength?: number;
+  /** What minLength and maxLength count: characters (code points, when absent) or the value's UTF-8 bytes. */
+  readonly lengthUnit?: 'bytes';
   readonly pattern?: string;
   readonly enum?: readonly string[];
 }

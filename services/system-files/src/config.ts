@@ -13,6 +13,8 @@ const schema = baseConfigSchema.extend({
   /** The durable consumer of `sys/*` traffic every replica shares. */
   SYSTEM_CONSUMER: z.string().regex(/^[A-Za-z0-9_-]+$/).default('system-files-sys'),
   INGEST_BATCH: z.coerce.number().int().min(1).max(5000).default(500),
+  /** The durable consumer of device-registry's device events (REGISTRY_EVENTS): removals missed while down are applied on start. */
+  DEVICE_EVENTS_CONSUMER: z.string().regex(/^[A-Za-z0-9_-]+$/).default('system-files-device-events'),
   /** How long a request to the bridge or the registry may take; below the gateway's bus timeout. */
   DOWNSTREAM_TIMEOUT_MS: z.coerce.number().int().positive().default(2000),
 

@@ -4,6 +4,7 @@ import { RegistryClient } from '@fleet/registry-client';
 import { DurablePullConsumer, partnerEventsRelay, ServiceRuntime } from '@fleet/service-kit';
 import { readSystemConfig, systemFilter } from './config';
 import { createFileUrls, UrlTokens } from './domain/signed-urls';
+import { forgetRemovedDevices } from './handlers/device-events';
 import { sysTrafficProcessor } from './handlers/device-in';
 import { startHousekeeping } from './handlers/housekeeping';
 import { serveSystem } from './handlers/serve';
@@ -48,6 +49,11 @@ async function main(): Promise<void> {
     history: new DeviceInHistory(bus.connection, { stream: config.DEVICE_IN_STREAM, prefix: config.SUBJECT_PREFIX }),
     config,
   });
+
+  // A removed device is forgotten (settings, feed rows, transfers): an id provisioned again starts clean.
+  const removals = forgetRemovedDevices(bus.connection, db, logger.child({ component: 'device-events' }), { durable: config.DEVICE_EVENTS_CONSUMER });
+  removals.start();
+  runtime.onClose(() => removals.stop(), 'intake');
 
   const intake = new DurablePullConsumer(bus.connection, {
     stream: config.DEVICE_IN_STREAM,

@@ -151,14 +151,67 @@ describe('raw publish', () => {
     expect(Buffer.from((sent?.payload ?? '').slice('set>wifiPass=enc1:'.length), 'base64url').toString()).toBe(`${id}|wifiPass|hunter2;x`);
   });
 
-  it('leaves other lines, sealed values and other topics as written', async () => {
+  it('leaves other lines and other topics as written', async () => {
     const id = randomDeviceId();
     registry.sealing.add(id);
-    const lines = ['set>volume=5', 'set>wifiPass=enc1:AAAA', 'query>', 'set>apiToken'];
+    const lines = ['set>volume=5', 'SET>volume=5', 'query>', 'set>apiToken', 'query>wifiPass=x'];
     for (const payload of lines) await publish({ topic: `light/${id}/sys/exe`, payload });
     await publish({ topic: `light/${id}/sys/other`, payload: 'set>wifiPass=clear' });
     expect(bridge.published.map((p) => p.payload)).toEqual([...lines, 'set>wifiPass=clear']);
     expect(registry.requests.filter((r) => r.subject === 'registry.settings.seal')).toEqual([]);
+  });
+
+  it('seals a secret value that already starts with enc1: (it is the partner’s plaintext), as the settings route does', async () => {
+    const id = randomDeviceId();
+    registry.sealing.add(id);
+    const answer = await publish({ topic: `light/${id}/sys/exe`, payload: 'set>wifiPass=enc1:abc' });
+    const sent = bridge.published[0]?.payload ?? '';
+    expect(sent).toMatch(/^set>wifiPass=enc1:[A-Za-z0-9_-]+$/);
+    expect(sent).not.toBe('set>wifiPass=enc1:abc');
+    expect(Buffer.from(sent.slice('set>wifiPass=enc1:'.length), 'base64url').toString()).toBe(`${id}|wifiPass|enc1:abc`);
+    expect(answer.body).toMatchObject({ payload: sent });
+  });
+
+  it.each([['foo/bar/sys/exe'], ['sys/exe'], ['/sys/exe'], ['light/5a0000000002/sys/exe'], ['other/5A0000000002/sys/exe'], ['light/5A0000000002/x/sys/exe']])(
+    '409 encryption_unavailable, nothing published, for a secret set> on %j, which names no device to seal for',
+    async (topic) => {
+      registry.sealing.add('5A0000000002');
+      for (const payload of ['set>wifiPass=hunter2', 'set>mqttPass=enc1:abc']) {
+        const err = await rejectionOf(publish({ topic, payload }), ApiError);
+        expect([err.status, err.code]).toEqual([409, 'encryption_unavailable']);
+      }
+      expect(bridge.published).toEqual([]);
+      // Lines without a secret value still go as written to such a topic.
+      await publish({ topic, payload: 'query>' });
+      expect(bridge.published.map((p) => p.payload)).toEqual(['query>']);
+    },
+  );
+
+  it('refuses a secret key in a line that reads as a set but is not the protocol’s (the verb’s case, blanks): 400, nothing published', async () => {
+    const id = randomDeviceId();
+    registry.sealing.add(id);
+    for (const payload of ['SET>wifiPass=abc12345', 'Set>mqttPass=x', ' set>wifiPass=abc', 'set >wifiPass=abc', 'SET>volume=5;wifiPass=abc']) {
+      const err = await rejectionOf(publish({ topic: `light/${id}/sys/exe`, payload }), ApiError);
+      expect({ payload, status: err.status, code: err.code }).toEqual({ payload, status: 400, code: 'validation_error' });
+    }
+    expect(bridge.published).toEqual([]);
+    expect(registry.requests.filter((r) => r.subject === 'registry.settings.seal')).toEqual([]);
+  });
+
+  it('refuses control characters in a sys/exe line (a second line would escape the checks), but not in a secret value or on other topics', async () => {
+    const id = randomDeviceId();
+    registry.sealing.add(id);
+    for (const payload of ['query>\nset>wifiPass=abc12345', 'query>\r\nreboot>', 'a\u0001b', 'set>volume=5\u007f']) {
+      const err = await rejectionOf(publish({ topic: `light/${id}/sys/exe`, payload }), ApiError);
+      expect({ payload, status: err.status, code: err.code }).toEqual({ payload, status: 400, code: 'validation_error' });
+    }
+    expect(bridge.published).toEqual([]);
+    // Sealed, a secret value may hold them (PUT .../system/settings/{key} takes them too).
+    await publish({ topic: `light/${id}/sys/exe`, payload: 'set>wifiPass=tab\there' });
+    expect(Buffer.from((bridge.published[0]?.payload ?? '').slice('set>wifiPass=enc1:'.length), 'base64url').toString()).toBe(`${id}|wifiPass|tab\there`);
+    // Elsewhere the payload is any text.
+    for (const topic of [`light/${id}/cmd/light1`, 'custom/topic', `light/${id}/sys/other`]) await publish({ topic, payload: 'a\u0001b\nc' });
+    expect(bridge.published.slice(1).map((p) => p.payload)).toEqual(['a\u0001b\nc', 'a\u0001b\nc', 'a\u0001b\nc']);
   });
 
   it('refuses a set> line carrying a secret pair after another one (it would go out in clear)', async () => {
@@ -249,6 +302,21 @@ describe('raw read', () => {
     expect([next.rows.map((r) => r.payload), next.has_more]).toEqual([['after1'], false]);
     const future = await read({ topic: `light/${id}/#`, since: new Date(Date.now() + 60_000).toISOString() });
     expect([future.rows, future.has_more]).toEqual([[], false]);
+  });
+
+  it('since: takes epoch seconds as well as ISO 8601 (no offset means UTC), and refuses anything else', async () => {
+    const id = randomDeviceId();
+    const at = new Date(Math.floor(Date.now() / 1000) * 1000 - 2000);
+    await captured(js, stream.prefix, { deviceId: id, levels: 'tele/power', payload: 'before', receivedAt: new Date(at.getTime() - 3000) });
+    await captured(js, stream.prefix, { deviceId: id, levels: 'tele/power', payload: 'at', receivedAt: at });
+    for (const since of [String(at.getTime() / 1000), at.toISOString().replace('Z', ''), at.toISOString().replace('Z', '+00:00')]) {
+      const page = await read({ topic: `light/${id}/#`, since });
+      expect({ since, rows: page.rows.map((r) => r.payload) }).toEqual({ since, rows: ['at'] });
+    }
+    for (const since of ['yesterday', '2026-02-30T00:00:00Z', '-5', '253402300800']) {
+      const err = await rejectionOf(readRaw(deps, { request_id: uniqueId('r'), params: {}, query: { topic: `light/${id}/#`, since }, principal: GLOBAL } as RequestOf<'system.mqtt.read'>, context()), ApiError);
+      expect({ since, status: err.status, code: err.code }).toEqual({ since, status: 400, code: 'validation_error' });
+    }
   });
 
   it('matches the filter exactly: + and #, # matching its parent, levels holding dots', async () => {

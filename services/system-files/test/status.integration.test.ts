@@ -1,7 +1,8 @@
 /**
- * The status feed on real NATS and JetStream: connectivity from a registry stand-in (through
- * the registry client, under a subject prefix of this file's own), the rest from a DEVICE_IN
- * stream of the file's own with a retention window, filled as the bridge captures traffic.
+ * The status feed on real NATS, JetStream and Postgres: connectivity from a registry stand-in
+ * (through the registry client, under a subject prefix of this file's own), the rest from a
+ * DEVICE_IN stream of the file's own with a retention window, filled as the bridge captures
+ * traffic; device removals from the service's database.
  */
 import { nanos, type JetStreamClient } from 'nats';
 import { ApiError, type Bus, type HandlerContext, type RequestOf } from '@fleet/service-kit';
@@ -9,8 +10,10 @@ import { randomDeviceId, RegistryStandIn, rejectionOf } from '@fleet/test-kit';
 import type { SystemDeps } from '../src/handlers/deps';
 import { deviceStatus } from '../src/handlers/status';
 import { DeviceInHistory } from '../src/history/device-in-history';
-import { captured, envelope, logger, startTestbed, type Testbed } from './support';
+import { forgetRemovedDevice } from '../src/store/removals';
+import { captured, createTestDb, envelope, logger, startTestbed, type TestDb, type Testbed } from './support';
 
+let testDb: TestDb;
 let bed: Testbed;
 let bus: Bus;
 let js: JetStreamClient;
@@ -32,7 +35,8 @@ async function status(deviceId: string, query: { limit?: number } = {}, product:
 const connectivity = { status: 'connected' as const, status_changed_at: '2026-11-25T10:00:00.000Z', last_seen_at: '2026-11-25T10:05:00.000Z' };
 
 beforeAll(async () => {
-  bed = await startTestbed();
+  testDb = await createTestDb();
+  bed = await startTestbed({ db: testDb.db });
   ({ bus, js, stream, registry, deps } = bed);
   // History reaches back three days, as DEVICE_IN keeps it.
   const jsm = await bus.connection.jetstreamManager();
@@ -42,6 +46,7 @@ beforeAll(async () => {
 
 afterAll(async () => {
   await bed?.close();
+  await testDb?.drop();
 });
 
 describe('status feed', () => {
@@ -103,6 +108,22 @@ describe('status feed', () => {
     await captured(js, stream.prefix, { deviceId: id, levels: 'status', payload: 'online', product: 'light' });
     const body = await status(id, {}, 'meter');
     expect(body).toMatchObject({ status: 'disconnected', status_changed_at: null, last_seen_at: null, last_connection: null, snapshots: [], heartbeats: [] });
+  });
+
+  it('of a device id removed before, shows only what came after the removal', async () => {
+    const id = randomDeviceId();
+    registry.connectivity.set(id, connectivity);
+    const removedAt = new Date(Date.now() - 10_000);
+    const at = (offsetMs: number) => new Date(removedAt.getTime() + offsetMs);
+    await captured(js, stream.prefix, { deviceId: id, levels: 'status', payload: 'online', receivedAt: at(-5000) });
+    await captured(js, stream.prefix, { deviceId: id, levels: 'tele/heartbeat', payload: { uptime_s: 1 }, receivedAt: at(-4000) });
+    await captured(js, stream.prefix, { deviceId: id, levels: 'tele/power', payload: { w: 1 }, receivedAt: at(-3000) });
+    await forgetRemovedDevice(testDb.db, id, removedAt);
+    expect(await status(id)).toMatchObject({ last_connection: null, snapshots: [], heartbeats: [] });
+    await captured(js, stream.prefix, { deviceId: id, levels: 'tele/heartbeat', payload: { uptime_s: 2 }, receivedAt: at(1000) });
+    await captured(js, stream.prefix, { deviceId: id, levels: 'status', payload: 'online', receivedAt: at(2000) });
+    const body = await status(id);
+    expect(body).toMatchObject({ last_connection: { payload: 'online' }, snapshots: [], heartbeats: [{ uptime_s: 2 }] });
   });
 
   it('404 when the registry does not know the device', async () => {

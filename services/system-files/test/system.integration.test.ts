@@ -9,6 +9,8 @@ import type { JetStreamClient } from 'nats';
 import { ApiError, type Bus, type HandlerContext } from '@fleet/service-kit';
 import { BridgeStandIn, principal, randomDeviceId, RegistryStandIn, rejectionOf, waitFor } from '@fleet/test-kit';
 import { sendCommand, writeSetting } from '../src/handlers/commands';
+import { settingText } from '../src/domain/setting-value';
+import { commandRegistry } from '../src/handlers/registry';
 import type { SystemDeps } from '../src/handlers/deps';
 import { listResponses } from '../src/handlers/responses';
 import { readDeviceSettings } from '../src/handlers/settings';
@@ -129,6 +131,38 @@ describe('secret settings', () => {
   });
 });
 
+describe('settings lengths', () => {
+  const put = (key: string, value: unknown) => writeSetting(deps, envelope(randomDeviceId(), { params: { key }, body: { value } }) as never, ctx);
+
+  it('counts UTF-8 bytes where the catalog says bytes (wifiSsid: 1-32 bytes), characters elsewhere', async () => {
+    const tooLong = await rejectionOf(put('wifiSsid', '€'.repeat(32)), ApiError);
+    expect([tooLong.status, tooLong.code, tooLong.message]).toEqual([400, 'validation_error', "invalid 'value': wifiSsid takes at most 32 bytes (UTF-8)"]);
+    expect((await rejectionOf(put('wifiSsid', '€'.repeat(11)), ApiError)).status).toBe(400);
+    expect((await rejectionOf(put('wifiSsid', 'a'.repeat(33)), ApiError)).message).toMatch(/at most 32 bytes/);
+    expect(bridge.published).toEqual([]);
+    for (const value of ['a'.repeat(32), '€'.repeat(10), `${'€'.repeat(10)}ab`]) {
+      const res = await put('wifiSsid', value);
+      expect({ value, status: res.status }).toEqual({ value, status: 202 });
+    }
+    expect(bridge.published.map((p) => p.payload)).toEqual(['a'.repeat(32), '€'.repeat(10), `${'€'.repeat(10)}ab`].map((v) => `set>wifiSsid=${v}`));
+    // Every other key with a length counts characters, as its description says.
+    expect(settingText('mqttUser', 'é'.repeat(64))).toBe('é'.repeat(64));
+    expect(() => settingText('mqttUser', 'é'.repeat(65))).toThrow('at most 64 characters');
+  });
+
+  it('says in the catalog what each length counts', async () => {
+    const res = await commandRegistry(envelope(randomDeviceId()) as never);
+    const settings = (res.body as { settings: Array<Record<string, unknown>> }).settings;
+    const byKey = new Map(settings.map((s) => [s.key, s]));
+    expect(byKey.get('wifiSsid')).toMatchObject({ min_length: 1, max_length: 32, length_unit: 'bytes', description: expect.stringContaining('bytes') });
+    expect(byKey.get('wifiPass')).toMatchObject({ min_length: 8, max_length: 63, length_unit: 'characters' });
+    expect(byKey.get('volume')).not.toHaveProperty('length_unit');
+    for (const s of settings) {
+      if (String(s.description).includes('bytes')) expect({ key: s.key, unit: s.length_unit }).toEqual({ key: s.key, unit: 'bytes' });
+    }
+  });
+});
+
 describe('what devices report', () => {
   const list = async (id: string, query: Record<string, unknown> = {}) => (await listResponses(deps, envelope(id, { query }) as never)).body as { rows: Array<Record<string, unknown>>; has_more: boolean; next_cursor: string; server_now: string };
 
@@ -171,6 +205,21 @@ describe('what devices report', () => {
     await writing;
     expect(seen.filter((l) => l.startsWith('log>line')).sort()).toEqual([...more].sort());
     expect(new Set(seen).size).toBe(seen.length);
+  });
+
+  it('takes since as epoch seconds or ISO 8601 (no offset means UTC), and refuses anything else with 400', async () => {
+    const id = randomDeviceId();
+    const at = new Date(Math.floor(Date.now() / 1000) * 1000 - 30 * 60_000);
+    await captured(js, stream.prefix, { deviceId: id, levels: 'sys/resp', payload: 'log>older', receivedAt: new Date(at.getTime() - 60_000) });
+    await captured(js, stream.prefix, { deviceId: id, levels: 'sys/resp', payload: 'log>at', receivedAt: at });
+    await waitFor(async () => (await list(id, { since: new Date(at.getTime() - 120_000).toISOString() })).rows.length === 2);
+    for (const since of [String(at.getTime() / 1000), at.getTime() / 1000, at.toISOString(), at.toISOString().replace('Z', ''), at.toISOString().replace('.000Z', '+00:00')]) {
+      expect({ since, rows: (await list(id, { since })).rows.map((r) => r.line) }).toEqual({ since, rows: ['log>at'] });
+    }
+    for (const since of ['yesterday', '2026-13-01T00:00:00Z', '1e9', '', '99999999999999']) {
+      const err = await rejectionOf(listResponses(deps, envelope(id, { query: { since } }) as never), ApiError);
+      expect({ since, status: err.status, code: err.code }).toEqual({ since, status: 400, code: 'validation_error' });
+    }
   });
 
   it('refuses a cursor it did not make', async () => {
@@ -235,6 +284,30 @@ describe('file push', () => {
       expect((await rejectionOf(push(randomDeviceId(), body), ApiError)).status).toBe(400);
     }
     expect(bridge.published).toEqual([]);
+  });
+
+  it('is final 400 with nothing published for a dest that is not an .mp3 name (spec rule 9 holds for the name on the device too)', async () => {
+    const id = randomDeviceId();
+    for (const dest of ['other.wav', 'chime', 'chime.mp3.txt', 'cert.pem']) {
+      const err = await rejectionOf(push(id, { name: 'chime.mp3', dest }), ApiError);
+      expect({ dest, status: err.status, code: err.code }).toEqual({ dest, status: 400, code: 'validation_error' });
+    }
+    expect(bridge.published).toEqual([]);
+    expect(await testDb.db.fileTransfer.count({ where: { deviceId: id } })).toBe(0);
+    const upper = await push(id, { name: 'chime.mp3', dest: 'DOOR.MP3' });
+    expect(upper.body).toMatchObject({ dest: 'DOOR.MP3' });
+  });
+
+  it('lists transfers since epoch seconds or ISO 8601, and refuses a since it cannot read', async () => {
+    const id = randomDeviceId();
+    const t = (await push(id, { name: 'chime.mp3' })).body as Record<string, unknown>;
+    const created = Date.parse(String((t.timeline as Record<string, unknown>).created_at));
+    const listed = async (since: string) => ((await listTransfers(deps, envelope(id, { query: { since } }) as never)).body as { transfers: Array<Record<string, unknown>> }).transfers.map((x) => x.transfer_id);
+    expect(await listed(String(Math.floor(created / 1000) - 1))).toEqual([t.transfer_id]);
+    expect(await listed(String(Math.floor(created / 1000) + 60))).toEqual([]);
+    expect(await listed(new Date(created - 1000).toISOString())).toEqual([t.transfer_id]);
+    const err = await rejectionOf(listTransfers(deps, envelope(id, { query: { since: 'soon' } }) as never), ApiError);
+    expect([err.status, err.code]).toEqual([400, 'validation_error']);
   });
 
   it('remembers an Idempotency-Key as long as the transfer: 200 with its state, 422 for another request', async () => {

@@ -3,8 +3,11 @@ import { mkdtemp, readdir, readFile, rm, stat, writeFile } from 'node:fs/promise
 import { request, type IncomingHttpHeaders } from 'node:http';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
+import type { ApiError, RequestOf } from '@fleet/service-kit';
 import { uniqueId, waitFor } from '@fleet/test-kit';
 import { UrlTokens, createFileUrls, type SignedFileUrls } from '../src/domain/signed-urls';
+import type { SystemDeps } from '../src/handlers/deps';
+import { listFiles } from '../src/handlers/files';
 import { startFileServer, type FileServer } from '../src/http/file-server';
 import { LocalFileStorage } from '../src/storage/local';
 import { findFile } from '../src/store/files';
@@ -201,6 +204,23 @@ describe('upload: POST /uploads/<ticket>', () => {
     expect(sha(await storedBytes('files', 'notes.txt'))).toBe(sha(bytes));
     expect(await findFile(testDb.db, 'files', 'notes.txt')).toMatchObject({ size: bytes.length, sha256: sha(bytes), storageKey: 'files/notes.txt', audio: null });
     expect(await scratchDirs()).toEqual([]);
+  });
+
+  it('points Location at a URL that answers the file: the list filtered by dir and name', async () => {
+    const first = await upload([dir('files'), file('located-a.txt', 'A')]);
+    const second = await upload([dir('files'), file('located-b.txt', 'BB')]);
+    expect([first.status, second.status]).toEqual([201, 201]);
+    const location = new URL(String(second.headers['location']), 'http://gateway.test');
+    expect(location.pathname).toBe('/v1/system/files');
+    const query = Object.fromEntries(location.searchParams);
+    expect(query).toEqual({ dir: 'files', name: 'located-b.txt' });
+    const listed = await listFiles({ db: testDb.db } as SystemDeps, { request_id: uniqueId('r'), params: {}, query } as RequestOf<'system.file.list'>);
+    expect(listed).toEqual({ status: 200, body: { files: [second.json] } });
+    // The same filter answers an empty list for a name that is not there, and 400 for one that cannot be.
+    const none = await listFiles({ db: testDb.db } as SystemDeps, { request_id: uniqueId('r'), params: {}, query: { name: 'absent.txt' } } as RequestOf<'system.file.list'>);
+    expect(none.body).toEqual({ files: [] });
+    const bad = await listFiles({ db: testDb.db } as SystemDeps, { request_id: uniqueId('r'), params: {}, query: { name: '../x' } } as RequestOf<'system.file.list'>).catch((err: ApiError) => err);
+    expect(bad).toMatchObject({ status: 400, code: 'validation_error' });
   });
 
   it('takes `dir` after the file too, and keeps only the last segment of a filename with a path', async () => {

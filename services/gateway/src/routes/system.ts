@@ -1,5 +1,5 @@
 import { commandTier, settingTier, SYSTEM_VERBS, tierPermission } from '@fleet/contracts';
-import { deviceIdParam, nameText } from './schemas';
+import { deviceIdParam, nameText, TIME_RANGE_TEXT } from './schemas';
 import type { ErrorSpec, JsonSchema, RouteDef, TierOf } from './types';
 
 /**
@@ -11,7 +11,8 @@ import type { ErrorSpec, JsonSchema, RouteDef, TierOf } from './types';
 
 const dateTime: JsonSchema = { type: 'string', format: 'date-time' };
 const dateTimeOrNull: JsonSchema = { type: ['string', 'null'], format: 'date-time' };
-const sinceParam: JsonSchema = { type: 'string', format: 'date-time', description: 'ISO 8601 date-time with an offset (Z for UTC).' };
+/** A date/time query parameter, as on every route: ISO 8601 or epoch seconds (system-files parses it, as the meter does its own). */
+const sinceParam: JsonSchema = { type: 'string', minLength: 1, description: `ISO 8601 date-time (no offset means UTC) or epoch seconds. Supported range ${TIME_RANGE_TEXT}.` };
 const cursorParam: JsonSchema = { type: 'string', minLength: 1, maxLength: 512, pattern: '^[A-Za-z0-9_-]+$', description: 'The previous answer’s next_cursor.' };
 const fileName: JsonSchema = {
   type: 'string',
@@ -93,6 +94,11 @@ const registryAnswer: JsonSchema = {
           max: { type: 'integer' },
           min_length: { type: 'integer' },
           max_length: { type: 'integer' },
+          length_unit: {
+            type: 'string',
+            enum: ['characters', 'bytes'],
+            description: 'What min_length and max_length count: characters (Unicode code points) or bytes of the value’s UTF-8 encoding (e.g. wifiSsid: at most 32 bytes).',
+          },
           pattern: { type: 'string' },
           enum: { type: 'array', items: { type: 'string' } },
           description: { type: 'string' },
@@ -327,10 +333,11 @@ export const systemRoutes: RouteDef[] = [
     description:
       'multipart/form-data with a `dir` field (`files` or `firmware`, sent before the file) and a `file` part. At most 32 MB (larger is 413, without the rest being read). ' +
       '`firmware/` takes `.bin` only; `files/` takes .mp3, .wav, .pem, .crt, .cer, .der, .txt and .json. A name that exists is 409 conflict (never overwritten). ' +
-      'An .mp3 in files/ gets the audio check; one that holds no MPEG Layer III audio is 400. Idempotency-Key is not accepted.',
+      'An .mp3 in files/ gets the audio check; one that holds no MPEG Layer III audio is 400. Idempotency-Key is not accepted. ' +
+      'There is no route of one platform file: `Location` is the file list filtered to the new file, `/v1/system/files?dir=<dir>&name=<name>`, whose GET answers `{files: [the file]}`.',
     permission: 'file_upload',
     target: { upload: 'system.upload.open' },
-    responses: { 201: { description: 'Stored', headers: ['Location'], schema: platformFile } },
+    responses: { 201: { description: 'Stored; Location is GET /v1/system/files?dir=<dir>&name=<name>', headers: ['Location'], schema: platformFile } },
     errors: [
       { status: 400, code: 'validation_error', when: 'No file or dir, a bad name or extension, an .mp3 with no MP3 audio.' },
       { status: 409, code: 'conflict', when: 'A file of that name exists in that directory.' },
@@ -344,9 +351,10 @@ export const systemRoutes: RouteDef[] = [
     operationId: 'listPlatformFiles',
     tag: 'System',
     summary: 'Platform files with size and modified time',
+    description: '`dir` keeps one directory; `name` keeps the file of that exact name (an empty list when there is none). An upload’s `Location` is this list filtered by both.',
     permission: 'system_read',
     target: { subject: 'system.file.list' },
-    query: { properties: { dir: dirSchema } },
+    query: { properties: { dir: dirSchema, name: { ...fileName, description: 'Only the file of this exact name. ' + String(fileName.description) } } },
     responses: { 200: { description: 'The files', schema: { type: 'object', required: ['files'], properties: { files: { type: 'array', items: platformFile } } } } },
   },
   {
@@ -371,7 +379,7 @@ export const systemRoutes: RouteDef[] = [
     tag: 'System',
     summary: 'Push a platform file to a device',
     description:
-      '`name` is an .mp3 in files/; `dest` (default name) is its name on the device. Poll the Location every `poll_after_s` until `terminal`. A key is remembered as long as the transfer ' +
+      '`name` is an .mp3 in files/; `dest` (default name) is its name on the device, an .mp3 name too. Poll the Location every `poll_after_s` until `terminal`. A key is remembered as long as the transfer ' +
       'exists: after 24 hours the same request answers 200 with the current state.',
     permission: 'system_control',
     target: { subject: 'system.transfer.create' },
@@ -383,7 +391,7 @@ export const systemRoutes: RouteDef[] = [
       200: { description: 'A known Idempotency-Key past 24 hours: the transfer now', schema: transfer },
       202: { description: 'The transfer', headers: ['Location'], schema: transfer },
     },
-    errors: [{ status: 400, code: 'validation_error', when: 'Not an .mp3 name, or no such file in files/; final, nothing was published.' }, publishFailed],
+    errors: [{ status: 400, code: 'validation_error', when: '`name` or `dest` not an .mp3 name, or no such file in files/; final, nothing was published.' }, publishFailed],
   },
   {
     method: 'GET',
@@ -423,7 +431,11 @@ export const systemRoutes: RouteDef[] = [
     tag: 'System',
     summary: 'Publish a raw MQTT message (internal)',
     description:
-      'Sent as written, without settings checks, except that a `set>` of a secret key on `sys/exe` is sealed. QoS defaults to 2 on `.../sys/exe` (and other `sys/` topics), else 1. ' +
+      'Sent as written, without settings checks, except on a topic ending in `sys/exe` (any root, bare `sys/exe` included), where the payload is one command line: ' +
+      '`set>` of a secret key (containing pass, pwd, key, token, secret or psk) is always sealed (`enc1:`) for the device the topic names, even when its value already starts with `enc1:`; ' +
+      'when the topic is not `<root>/<device id>/sys/exe` of a known root and a 12-upper-case-hex id, or the device has no settings key or reported `enc: false`, it is 409 encryption_unavailable and nothing is sent. ' +
+      'A secret key in a line that reads as a set but is not the protocol’s (`SET>wifiPass=…`, blanks around the verb) or after another pair of a `set>` is 400, and so are control characters (U+0000–U+001F, U+007F) anywhere in a `sys/exe` line outside a sealed value. ' +
+      'On every other topic the payload is any text (only U+0000 and lone surrogates are refused, as in every request). QoS defaults to 2 on `.../sys/exe` (and other `sys/` topics), else 1. ' +
       'raw_mqtt_devices: only under `<root>/<in-scope device id>/`; raw_mqtt_global: any topic without wildcards.',
     permission: ['raw_mqtt_global', 'raw_mqtt_devices'],
     target: { subject: 'system.mqtt.publish' },
@@ -433,16 +445,28 @@ export const systemRoutes: RouteDef[] = [
       required: ['topic', 'payload'],
       properties: {
         topic: nameText({ minLength: 1, maxLength: 512, description: 'No + or # wildcards.' }),
-        payload: { type: 'string', maxLength: 262144 },
+        payload: {
+          type: 'string',
+          maxLength: 262144,
+          description: 'Any text, control characters included (not U+0000); on a `sys/exe` topic one command line, without control characters outside a secret value.',
+        },
         retain: { type: 'boolean' },
         qos: { type: 'integer', enum: [0, 1, 2] },
       },
     },
     responses: { 202: { description: 'Published', schema: { type: 'object', required: ['topic', 'payload', 'sent_at'], properties: { topic: { type: 'string' }, payload: { type: 'string' }, sent_at: dateTime, qos: { type: 'integer' }, retain: { type: 'boolean' } } } } },
     errors: [
-      { status: 400, code: 'validation_error', when: 'A wildcard in the topic.' },
+      {
+        status: 400,
+        code: 'validation_error',
+        when: 'A wildcard in the topic; on `sys/exe`: control characters in the line, a secret key in a line that is not the protocol’s `set>key=value`, or a secret pair after another one.',
+      },
       { status: 403, code: 'forbidden', when: 'raw_mqtt_devices: a topic outside every in-scope device (raw_mqtt_global would allow it).' },
-      encryptionUnavailable,
+      {
+        status: 409,
+        code: 'encryption_unavailable',
+        when: 'A secret `set>` on a `sys/exe` topic that names no device (`<root>/<device id>/sys/exe`), or whose device has no settings key or reported enc: false; nothing was sent, never in clear.',
+      },
       publishFailed,
     ],
   },

@@ -71,3 +71,12 @@ export function parseProtectedNames(list: string): ReadonlySet<string> {
 export function isProtectedName(protectedNames: ReadonlySet<string>, name: string): boolean {
   return protectedNames.has(name);
 }
+
+/**
+ * Where an upload's answer points (`Location`): the API has no route of one platform file, so
+ * it is the list filtered to this file, `GET /v1/system/files?dir=<dir>&name=<name>`, which
+ * answers `{files: [the file]}` (and `{files: []}` once it was deleted).
+ */
+export function fileLocation(dir: FileDir, name: string): string {
+  return `/v1/system/files?dir=${encodeURIComponent(dir)}&name=${encodeURIComponent(name)}`;
+}

@@ -11,11 +11,21 @@ import type { SystemDeps } from './deps';
  * upload (file_upload), whose body the gateway then streams to the file server.
  */
 
-/** GET /v1/system/files: files of files/ and firmware/ (or of `dir`), ordered by directory then name. */
+/** A platform file name as a query parameter names it (delete, the list's filter). */
+const isPlatformFileName = (name: unknown): name is string => typeof name === 'string' && name.length > 0 && name.length <= FILE_NAME_MAX_LENGTH && FILE_NAME_PATTERN.test(name);
+
+/**
+ * GET /v1/system/files: files of files/ and firmware/ (or of `dir`), ordered by directory then
+ * name; `name` keeps the file of that exact name (an upload's Location is this list filtered by
+ * `dir` and `name`: one file, or none once it was deleted).
+ */
 export async function listFiles(deps: SystemDeps, req: RequestOf<'system.file.list'>): Promise<HandlerResult> {
-  const dir = (req.query as Record<string, unknown>)['dir'];
+  const query = req.query as Record<string, unknown>;
+  const dir = query['dir'];
+  const name = query['name'];
   if (dir !== undefined && !isFileDir(dir)) throw new ValidationError('`dir` must be files or firmware.');
-  const rows = await listStoredFiles(deps.db, dir);
+  if (name !== undefined && !isPlatformFileName(name)) throw new ValidationError('`name` must be a platform file name.');
+  const rows = await listStoredFiles(deps.db, { dir, name });
   return { status: 200, body: { files: rows.map(platformFileBody) } };
 }
 
@@ -34,9 +44,7 @@ export async function deleteFile(deps: SystemDeps, req: RequestOf<'system.file.d
   const dir = query['dir'];
   const name = query['name'];
   if (!isFileDir(dir)) throw new ValidationError('`dir` must be files or firmware.');
-  if (typeof name !== 'string' || name.length === 0 || name.length > FILE_NAME_MAX_LENGTH || !FILE_NAME_PATTERN.test(name)) {
-    throw new ValidationError('`name` must be a platform file name.');
-  }
+  if (!isPlatformFileName(name)) throw new ValidationError('`name` must be a platform file name.');
   if (isProtectedName(parseProtectedNames(deps.config.PROTECTED_FILE_NAMES), name)) {
     throw new ForbiddenError(`${name} is protected and cannot be deleted.`);
   }

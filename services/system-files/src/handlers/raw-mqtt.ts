@@ -9,10 +9,12 @@
  * History: what DEVICE_IN keeps (its retention window); topics outside the device roots are
  * never captured, so they read back empty.
  */
-import { isSecretSettingKey, type Principal } from '@fleet/contracts';
-import { ENC1_PREFIX, parseDeviceTopic, parseSysCommand, type Product } from '@fleet/device-protocol';
+import type { Principal } from '@fleet/contracts';
+import { parseDeviceTopic, type Product } from '@fleet/device-protocol';
 import { ConflictError, ForbiddenError, NotFoundError, ValidationError, type CallFor, type HandlerContext, type HandlerResult, type RequestOf } from '@fleet/service-kit';
+import { isSysExeTopic, readRawExeLine } from '../domain/raw-exe-line';
 import { decodeRawCursor, encodeRawCursor } from '../domain/raw-cursor';
+import { optionalTimeParam } from '../domain/time-param';
 import { captureSubjects, checkTopicName, defaultRawQos, filterReach, parseTopicFilter, topicMatches } from '../domain/topic-filter';
 import { fromHistory, readUntil, type CapturedMessage } from '../history/device-in-history';
 import { sealSecret } from '../use-cases/seal-secret';
@@ -27,8 +29,6 @@ const ANSWER_SHARE = 0.75;
  * rows are kept by the bridge's receive time, and the two clocks may differ slightly.
  */
 const CLOCK_SKEW_MS = 5000;
-/** The key of a sealed setting: printable ASCII without '|', as the envelope's AAD needs it. */
-const SEALABLE_KEY = /^[\x21-\x7b\x7d\x7e]+$/;
 
 type RawReach = 'global' | 'devices';
 
@@ -55,44 +55,34 @@ async function checkDeviceInScope(deps: SystemDeps, call: CallFor, principal: Pr
   if (product !== device.product) throw outsideDevices(what);
 }
 
-/**
- * A `set>` of a secret key on `<root>/<id>/sys/exe` whose value is not sealed yet: the line's
- * key (up to the first `=`) and value (the rest, as the device reads the one pair of `set`).
- */
-function secretSet(payload: string): { key: string; value: string } | undefined {
-  const command = parseSysCommand(payload);
-  if (command.verb !== 'set') return undefined;
-  const eq = command.rawArgs.indexOf('=');
-  if (eq < 0) return undefined;
-  const key = command.rawArgs.slice(0, eq);
-  const value = command.rawArgs.slice(eq + 1);
-  if (isSecretSettingKey(key)) return value.startsWith(ENC1_PREFIX) ? undefined : { key, value };
-  // `set` takes one pair; a further secret pair in the same line would otherwise go out in clear.
-  if (command.args.some(([k, v]) => isSecretSettingKey(k) && v !== undefined && !v.startsWith(ENC1_PREFIX))) {
-    throw new ValidationError('`set` takes exactly one key=value pair; send a secret setting on its own line.');
-  }
-  return undefined;
-}
+const unavailable = (why: string): ConflictError =>
+  new ConflictError(`The secret setting cannot be encrypted (${why}); nothing was sent, and it is never sent in clear.`, 'encryption_unavailable');
 
 /**
- * The payload to publish: a secret `set>` on a device's `sys/exe` sealed for that device (409
- * encryption_unavailable when it cannot be, nothing sent); anything else as written.
+ * The payload to publish. On a `sys/exe` topic (whatever its root) a secret `set>` is sealed for
+ * the device the topic names, `<root>/<device id>/sys/exe` of a configured root: 409
+ * encryption_unavailable, nothing sent, when the topic names no such device (another root, an id
+ * that is not 12 upper-case hex characters, bare `sys/exe`), the registry holds no settings key
+ * for it or it reported `enc: false`. Other lines go as written (readRawExeLine says which are
+ * refused); other topics take any payload.
  */
 async function sealedPayload(deps: SystemDeps, call: CallFor, topic: string, payload: string): Promise<string> {
+  if (!isSysExeTopic(topic)) return payload;
+  const line = readRawExeLine(payload);
+  if (line.kind === 'as_written') return payload;
   const device = parseDeviceTopic(topic, deps.roots);
-  if (!device || device.levels.length !== 2 || device.levels[0] !== 'sys' || device.levels[1] !== 'exe') return payload;
-  const secret = secretSet(payload);
-  if (!secret) return payload;
-  if (!SEALABLE_KEY.test(secret.key)) throw new ValidationError('A secret setting key must be printable ASCII without spaces or |; nothing was sent.');
+  if (!device || device.levels.length !== 2) {
+    throw unavailable(`the topic names no device: a secret setting is sealed for <root>/<device id>/sys/exe, with root ${deps.roots.light} or ${deps.roots.meter} and a device id of 12 upper-case hex characters`);
+  }
   let sealed: string;
   try {
-    sealed = await sealSecret(deps, call, device.deviceId, secret.key, secret.value);
+    sealed = await sealSecret(deps, call, device.deviceId, line.key, line.value);
   } catch (err) {
     // A device the registry does not know has no settings key either.
-    if (err instanceof NotFoundError) throw new ConflictError('The secret setting cannot be encrypted for this device (no settings key); nothing was sent.', 'encryption_unavailable');
+    if (err instanceof NotFoundError) throw unavailable('no settings key for this device');
     throw err;
   }
-  return `set>${secret.key}=${sealed}`;
+  return `set>${line.key}=${sealed}`;
 }
 
 /** POST /v1/system/mqtt/messages: {topic, payload, retain?, qos?}; 202 with what the broker took. The payload is never logged. */
@@ -136,8 +126,7 @@ export async function readRaw(deps: SystemDeps, req: RequestOf<'system.mqtt.read
   const filter = parseTopicFilter(filterText);
   const limit = query.limit === undefined ? RAW_READ_DEFAULT_LIMIT : Number(query.limit);
   if (!Number.isInteger(limit) || limit < 1 || limit > 1000) throw new ValidationError("'limit' must be an integer from 1 to 1000");
-  const since = query.since === undefined ? undefined : new Date(query.since);
-  if (since && Number.isNaN(since.getTime())) throw new ValidationError("'since' must be an ISO 8601 date-time");
+  const since = optionalTimeParam(query.since, 'since');
   const afterSeq = query.cursor === undefined ? undefined : decodeRawCursor(query.cursor, filterText);
 
   if (reachOf(req.principal) === 'devices') {

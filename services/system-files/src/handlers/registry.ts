@@ -28,6 +28,7 @@ export async function commandRegistry(req: RequestOf<'system.command.registry'>)
         ...(s.max !== undefined ? { max: s.max } : {}),
         ...(s.minLength !== undefined ? { min_length: s.minLength } : {}),
         ...(s.maxLength !== undefined ? { max_length: s.maxLength } : {}),
+        ...(s.minLength !== undefined || s.maxLength !== undefined ? { length_unit: s.lengthUnit ?? 'characters' } : {}),
         ...(s.pattern !== undefined ? { pattern: s.pattern } : {}),
         ...(s.enum !== undefined ? { enum: [...s.enum] } : {}),
         description: s.description,

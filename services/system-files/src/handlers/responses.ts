@@ -1,5 +1,6 @@
 import type { HandlerResult, RequestOf } from '@fleet/service-kit';
 import { decodeFeedCursor, encodeFeedCursor, FEED_DEFAULT_LIMIT, FEED_DEFAULT_WINDOW_MS, feedRowView } from '../domain/feed';
+import { optionalTimeParam } from '../domain/time-param';
 import { feedHighWater, readFeed } from '../store/responses';
 import { deviceOf } from './commands';
 import type { SystemDeps } from './deps';
@@ -10,10 +11,10 @@ export async function listResponses(deps: SystemDeps, req: RequestOf<'system.res
   const query = req.query as { cursor?: string; since?: string; limit?: number | string };
   const limit = query.limit === undefined ? FEED_DEFAULT_LIMIT : Number(query.limit);
   const serverNow = new Date();
+  // `since` is checked even beside a cursor (which wins): a bad value is 400 either way.
+  const since = optionalTimeParam(query.since, 'since');
   const from: { afterId: bigint } | { since: Date } =
-    query.cursor !== undefined
-      ? { afterId: decodeFeedCursor(query.cursor) }
-      : { since: query.since !== undefined ? new Date(query.since) : new Date(serverNow.getTime() - FEED_DEFAULT_WINDOW_MS) };
+    query.cursor !== undefined ? { afterId: decodeFeedCursor(query.cursor) } : { since: since ?? new Date(serverNow.getTime() - FEED_DEFAULT_WINDOW_MS) };
   const rows = await readFeed(deps.db, deviceId, from, limit);
   const page = rows.slice(0, limit);
   const last = page[page.length - 1];

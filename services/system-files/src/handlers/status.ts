@@ -2,10 +2,11 @@
  * The status feed of a device: its connectivity (device-registry), the last connection string it
  * published on `<r>/status` (`online`, or `offline` as its last will), and its recent telemetry
  * (`<r>/tele/<kind>`) and heartbeats (`<r>/tele/heartbeat`), newest first, as long as DEVICE_IN
- * keeps them (`history_hours`).
+ * keeps them (`history_hours`); of a device id removed before, only what it sent since.
  */
 import { ValidationError, type HandlerContext, type HandlerResult, type RequestOf } from '@fleet/service-kit';
 import { fromHistory, readUntil, type CapturedMessage } from '../history/device-in-history';
+import { lastRemoval } from '../store/removals';
 import type { SystemDeps } from './deps';
 
 /** Snapshots and heartbeats each, unless asked (at most 500, the gateway checks). */
@@ -61,25 +62,31 @@ export async function deviceStatus(deps: SystemDeps, req: RequestOf<'system.stat
   const deviceId = device.device_id;
   const call = { requestId: req.request_id, deadline: ctx.deadline };
   const until = readUntil(ctx);
-  // What the device sent: `dev.in.<product>.<id>.<levels>`.
+  // What the device sent: `dev.in.<product>.<id>.<levels>`; of an id removed before, only what
+  // came after its last removal (the history still holds the removed device's traffic).
   const base = `dev.in.${device.product}.${deviceId}`;
+  const removedAt = (await lastRemoval(deps.db, deviceId))?.getTime() ?? Number.NEGATIVE_INFINITY;
+  const sinceRemoval = (m: CapturedMessage): boolean => Date.parse(m.receivedAt) > removedAt;
   const snapshotBytes = Math.floor(deps.history.maxPayload * SNAPSHOT_SHARE);
   const [link, last, snapshots, heartbeats, historyHours] = await allOrFirstError([
     deps.registry.connectivity(call, deviceId),
-    fromHistory(ctx, () => deps.history.last(`${base}.status`, until)),
+    fromHistory(ctx, async () => {
+      const message = await deps.history.last(`${base}.status`, until);
+      return message && sinceRemoval(message) ? message : undefined;
+    }),
     fromHistory(ctx, () =>
       deps.history.newest([`${base}.tele.*`], {
         limit,
         until,
         match: (m) => {
           const kind = teleKind(m.topic);
-          return kind !== undefined && kind !== 'heartbeat';
+          return kind !== undefined && kind !== 'heartbeat' && sinceRemoval(m);
         },
         weigh: (m) => Buffer.byteLength(m.payload, 'utf8') + 100,
         maxWeight: snapshotBytes,
       }),
     ),
-    fromHistory(ctx, () => deps.history.newest([`${base}.tele.heartbeat`], { limit, until, match: (m) => teleKind(m.topic) === 'heartbeat' })),
+    fromHistory(ctx, () => deps.history.newest([`${base}.tele.heartbeat`], { limit, until, match: (m) => teleKind(m.topic) === 'heartbeat' && sinceRemoval(m) })),
     fromHistory(ctx, () => deps.history.retentionHours(until)),
   ]);
   return {

@@ -1,4 +1,5 @@
 import { NotFoundError, ValidationError, type HandlerContext, type HandlerResult, type RequestOf } from '@fleet/service-kit';
+import { optionalTimeParam } from '../domain/time-param';
 import { TRANSFER_ID, transferView, type TransferState } from '../domain/transfer';
 import { findTransfer, listTransfers as listStored } from '../store/transfers';
 import { pushFile } from '../use-cases/push-file';
@@ -44,7 +45,8 @@ export async function getTransfer(deps: SystemDeps, req: RequestOf<'system.trans
 export async function listTransfers(deps: SystemDeps, req: RequestOf<'system.transfer.list'>): Promise<HandlerResult> {
   const { deviceId } = deviceOf(req);
   const query = req.query as { state?: TransferState; since?: string; limit?: number | string };
-  const rows = await listStored(deps.db, deviceId, { state: query.state, since: query.since ? new Date(query.since) : undefined }, query.limit === undefined ? 50 : Number(query.limit));
+  const since = optionalTimeParam(query.since, 'since');
+  const rows = await listStored(deps.db, deviceId, { state: query.state, since }, query.limit === undefined ? 50 : Number(query.limit));
   const now = new Date();
   return { status: 200, body: { transfers: rows.map((t) => transferView(t, now)) } };
 }

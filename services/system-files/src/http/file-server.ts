@@ -6,6 +6,7 @@ import { pipeline } from 'node:stream/promises';
 import { ApiError, chunkReclaimer, isStoreOutage, type Logger } from '@fleet/service-kit';
 import type { SystemConfig } from '../config';
 import type { AudioVerdict } from '../domain/audio';
+import { fileLocation } from '../domain/file-names';
 import type { UrlTokens, TokenProblem } from '../domain/signed-urls';
 import { LocalFileStorage } from '../storage/local';
 import type { FileStorage } from '../storage/storage';
@@ -19,11 +20,12 @@ import { PayloadTooLargeError, sweepScratch, UploadAbortedError, uploadFile } fr
  * - `POST /uploads/<ticket>`: the gateway streams a partner's multipart upload here, with the
  *   partner's Content-Type and X-Request-Id, after asking system.upload.open for the URL. The
  *   ticket (signed, about a minute, one use) names the partner and the request. Answers 201
- *   with the Platform file and `Location`, or `{error, code, request_id}`: 400 validation_error,
- *   403 forbidden (bad, expired or reused ticket), 409 conflict, 413 payload_too_large,
- *   415 unsupported_media_type, 503 service_unavailable. An answer given before the body was
- *   read through (413, a bad name, a clash, a bad ticket) carries `Connection: close`, and the
- *   connection is closed once it is sent: the rest of the body is never read.
+ *   with the Platform file and `Location` (the file list filtered to it: fileLocation), or
+ *   `{error, code, request_id}`: 400 validation_error, 403 forbidden (bad, expired or reused
+ *   ticket), 409 conflict, 413 payload_too_large, 415 unsupported_media_type, 503
+ *   service_unavailable. An answer given before the body was read through (413, a bad name, a
+ *   clash, a bad ticket) carries `Connection: close`, and the connection is closed once it is
+ *   sent: the rest of the body is never read.
  * - `GET|HEAD /d/<token>`: a device downloads a platform file by its signed URL; 403 when the
  *   token is invalid or expired, 404 when the file is gone. The bytes stream from the storage
  *   backend with Content-Length.
@@ -136,7 +138,7 @@ async function receiveUpload(options: FileServerOptions, tempDir: string, usedTi
       { headers: req.headers, body: req, signal: abandoned.signal, onBytes: chunkReclaimer() },
     );
     logger.info({ dir: file.dir, name: file.name, size: file.size }, 'platform file uploaded');
-    sendJson(res, 201, requestId, file, { Location: `/v1/system/files?dir=${encodeURIComponent(file.dir)}&name=${encodeURIComponent(file.name)}` });
+    sendJson(res, 201, requestId, file, { Location: fileLocation(file.dir, file.name) });
   } catch (err) {
     if (err instanceof UploadAbortedError) {
       logger.info('upload abandoned by its sender');

@@ -55,9 +55,10 @@ export async function insertFile(db: SystemDb | SystemTx, file: NewPlatformFile)
   return row ? toRow(row) : null;
 }
 
-/** Platform files, of one directory or both, ordered by directory then name. */
-export async function listStoredFiles(db: SystemDb | SystemTx, dir?: FileDir): Promise<PlatformFileRow[]> {
-  const rows = await db.platformFile.findMany({ where: dir ? { dir } : {}, orderBy: [{ dir: 'asc' }, { name: 'asc' }] });
+/** Platform files, of one directory or both, and of one name when given, ordered by directory then name. */
+export async function listStoredFiles(db: SystemDb | SystemTx, filter: { dir?: FileDir; name?: string } = {}): Promise<PlatformFileRow[]> {
+  const where = { ...(filter.dir ? { dir: filter.dir } : {}), ...(filter.name !== undefined ? { name: filter.name } : {}) };
+  const rows = await db.platformFile.findMany({ where, orderBy: [{ dir: 'asc' }, { name: 'asc' }] });
   return rows.map(toRow);
 }
 

@@ -22,7 +22,9 @@ export interface FeedRow {
  *
  * The same statement writes the partner event of each row it stores (an acknowledgement:
  * system.ack_received, a log line: system.log_received; `data` is the row as the feed shows it)
- * into the outbox: a line the feed already holds stores nothing and announces nothing.
+ * into the outbox: a line the feed already holds stores nothing and announces nothing, nor does
+ * a line received before its device id was last removed (a late line of the removed device: the
+ * removal takes FEED_LOCK_KEY too, so this statement sees it once it committed).
  * Returns the number of events written.
  */
 export async function appendFeedRows(tx: SystemTx, rows: NewFeedRow[]): Promise<number> {
@@ -59,7 +61,9 @@ export async function appendFeedRows(tx: SystemTx, rows: NewFeedRow[]): Promise<
     ),
     stored AS (
       INSERT INTO responses (device_id, kind, line, command, result, received_at, msg_id)
-      SELECT device_id, kind, line, command, result, received_at, msg_id FROM input ORDER BY n
+      SELECT device_id, kind, line, command, result, received_at, msg_id FROM input i
+      WHERE NOT EXISTS (SELECT 1 FROM device_removals d WHERE d.device_id = i.device_id AND d.removed_at >= i.received_at)
+      ORDER BY n
       ON CONFLICT (device_id, msg_id) DO NOTHING
       RETURNING device_id, msg_id
     ),

@@ -19,12 +19,16 @@ export interface PushRequest {
 
 export type PushOutcome = { kind: 'created'; transfer: StoredTransfer; deviceOnline: boolean } | { kind: 'known'; transfer: StoredTransfer };
 
+/** Only .mp3 files are pushed, under .mp3 names (any case). */
+const isMp3Name = (name: string): boolean => /\.mp3$/i.test(name);
+
 const isUniqueViolation = (err: unknown): boolean => (err as { code?: unknown }).code === 'P2002';
 
 /**
- * A file push: the checks that make it final (an .mp3 name that exists in files/: 400 with
- * nothing published), the transfer stored as queued, the addfile line (with the server's
- * SHA-256 and a signed URL) handed to the broker, then sent with its acknowledgement deadline.
+ * A file push: the checks that make it final (an .mp3 name that exists in files/, and an .mp3
+ * `dest`: 400 with nothing published), the transfer stored as queued, the addfile line (with
+ * the server's SHA-256 and a signed URL) handed to the broker, then sent with its
+ * acknowledgement deadline.
  * A publish that fails removes the transfer (503 publish_failed; the partner may retry). The
  * Idempotency-Key is kept on the transfer, so it is recognised as long as the transfer exists.
  */
@@ -35,8 +39,10 @@ export async function pushFile(deps: SystemDeps, push: PushRequest, logger: Logg
     const known = await knownTransfer(deps, push, fingerprint);
     if (known) return { kind: 'known', transfer: known };
   }
-  if (!/\.mp3$/i.test(push.name)) throw new ValidationError("invalid 'name': only .mp3 files are pushed; nothing was published");
+  if (!isMp3Name(push.name)) throw new ValidationError("invalid 'name': only .mp3 files are pushed; nothing was published");
   if (!isDeviceFileName(dest)) throw new ValidationError("invalid 'dest': letters, digits, '.', '_' and '-', at most 64");
+  // The device stores what it is pushed under `dest`: an .mp3 name there too (spec rule 9).
+  if (!isMp3Name(dest)) throw new ValidationError("invalid 'dest': a pushed file keeps an .mp3 name on the device; nothing was published");
   const file = await findFile(deps.db, 'files', push.name);
   if (!file) throw new ValidationError(`invalid 'name': no platform file '${push.name}' in files/ (GET /v1/system/files); nothing was published`);
 

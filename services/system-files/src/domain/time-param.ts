@@ -1,0 +1,70 @@
+/**
+ * Date/time query parameters (`since` of the response feed, the transfer list and the raw MQTT
+ * read): ISO 8601 (no offset means UTC) or epoch seconds, inside the supported range, as every
+ * date/time query parameter of the API takes them (the meter routes alike). Pure.
+ */
+import { ValidationError } from '@fleet/service-kit';
+
+/** Supported range (inclusive): 1970-01-01T00:00:00Z to 9999-12-31T23:59:59Z, epoch seconds 0 to 253402300799. */
+export const TIME_MIN_MS = 0;
+export const TIME_MAX_MS = 253_402_300_799_000;
+const RANGE_TEXT = '1970-01-01T00:00:00Z to 9999-12-31T23:59:59Z (epoch seconds 0 to 253402300799)';
+
+const EPOCH_SECONDS = /^-?\d{1,12}(\.\d{1,6})?$/;
+/**
+ * ISO 8601 date-times: a calendar date, optionally a time (hours, minutes, seconds; a fraction
+ * of the last unit written) and an offset (`Z`, `±hh`, `±hh:mm`), in the extended form
+ * (`2026-11-25T10:00:00Z`) or the basic one (`20261125T100000Z`), never the two mixed. A date
+ * alone is its midnight. Groups: year, month, day, hour, minute, second, fraction, Z, sign,
+ * offset hours, offset minutes.
+ */
+const ISO_FORMS = [
+  /^(\d{4})-(\d{2})-(\d{2})(?:T(\d{2})(?::(\d{2})(?::(\d{2}))?)?(?:[.,](\d{1,9}))?(?:(Z)|([+-])(\d{2})(?::(\d{2}))?)?)?$/,
+  /^(\d{4})(\d{2})(\d{2})(?:T(\d{2})(?:(\d{2})(\d{2})?)?(?:[.,](\d{1,9}))?(?:(Z)|([+-])(\d{2})(\d{2})?)?)?$/,
+];
+
+/** Milliseconds of a valid ISO 8601 date-time, or NaN. */
+function isoMillis(text: string): number {
+  const m = ISO_FORMS.map((form) => form.exec(text)).find((match) => match !== null);
+  if (!m) return Number.NaN;
+  const [year, month, day] = [Number(m[1]), Number(m[2]), Number(m[3])];
+  const hour = m[4] === undefined ? 0 : Number(m[4]);
+  const minute = m[5] === undefined ? 0 : Number(m[5]);
+  const second = m[6] === undefined ? 0 : Number(m[6]);
+  if (month < 1 || month > 12 || day < 1 || hour > 24 || minute > 59 || second > 59) return Number.NaN;
+  if (hour === 24 && (minute !== 0 || second !== 0 || /[1-9]/.test(m[7] ?? ''))) return Number.NaN;
+  // The fraction belongs to the smallest unit written (`T10.5` is half past ten).
+  const unitMs = m[6] !== undefined ? 1000 : m[5] !== undefined ? 60_000 : 3_600_000;
+  const fractionMs = m[7] === undefined ? 0 : Math.round(Number(`0.${m[7]}`) * unitMs);
+  // setUTCFullYear, unlike Date.UTC, takes years 0-99 as written; it rolls 2026-02-30 over into
+  // March, and such a date does not exist.
+  const check = new Date(0);
+  check.setUTCFullYear(year, month - 1, day);
+  const dayStart = check.getTime();
+  if (check.getUTCFullYear() !== year || check.getUTCMonth() !== month - 1 || check.getUTCDate() !== day) return Number.NaN;
+  let offsetMin = 0;
+  if (m[9] !== undefined) {
+    const oh = Number(m[10]);
+    const om = m[11] === undefined ? 0 : Number(m[11]);
+    if (oh > 23 || om > 59) return Number.NaN;
+    offsetMin = (m[9] === '-' ? -1 : 1) * (oh * 60 + om);
+  }
+  return dayStart + ((hour * 60 + minute) * 60 + second) * 1000 + fractionMs - offsetMin * 60_000;
+}
+
+/**
+ * A date/time query parameter: ISO 8601 (`2026-11-25T10:00:00Z`; no offset means UTC) or epoch
+ * seconds (`1795000000`, up to six decimals), inside the supported range. Anything else is 400
+ * naming the parameter.
+ */
+export function parseTimeParam(value: unknown, name: string): Date {
+  const text = typeof value === 'number' ? String(value) : value;
+  if (typeof text !== 'string' || text === '') throw new ValidationError(`invalid '${name}': expected an ISO 8601 date-time or epoch seconds`);
+  const ms = EPOCH_SECONDS.test(text) ? Math.round(Number(text) * 1000) : isoMillis(text);
+  if (!Number.isFinite(ms)) throw new ValidationError(`invalid '${name}': expected an ISO 8601 date-time or epoch seconds`);
+  if (ms < TIME_MIN_MS || ms > TIME_MAX_MS) throw new ValidationError(`invalid '${name}': outside the supported range ${RANGE_TEXT}`);
+  return new Date(ms);
+}
+
+/** An optional date/time query parameter: undefined when absent. */
+export const optionalTimeParam = (value: unknown, name: string): Date | undefined => (value === undefined ? undefined : parseTimeParam(value, name));
