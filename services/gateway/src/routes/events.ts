@@ -95,9 +95,13 @@ const delivery: JsonSchema = {
     event_id: { type: 'string', description: 'The event’s `id` (and the `webhook-id` header of each attempt).' },
     event_type: { type: 'string' },
     device_id: { type: ['string', 'null'] },
-    state: { type: 'string', enum: ['pending', 'succeeded', 'dead'], description: '`pending`: an attempt is due at `next_attempt_at`; `succeeded`: the endpoint answered 2xx; `dead`: every attempt failed.' },
+    state: {
+      type: 'string',
+      enum: ['pending', 'succeeded', 'dead'],
+      description: '`pending`: an attempt is due at `next_attempt_at` (null while the endpoint is disabled: held until it is enabled again, then due at once); `succeeded`: the endpoint answered 2xx; `dead`: every attempt failed.',
+    },
     attempts: { type: 'integer', minimum: 0, description: 'Attempts made so far.' },
-    next_attempt_at: { ...dateTimeOrNull, description: 'When the next attempt is due; null unless pending.' },
+    next_attempt_at: { ...dateTimeOrNull, description: 'When the next attempt is due; null unless pending, and while the endpoint is disabled.' },
     last_attempt: {
       type: ['object', 'null'],
       required: ['at', 'status', 'error', 'duration_ms'],
@@ -264,7 +268,7 @@ export const eventRoutes: RouteDef[] = [
     target: { subject: 'events.webhook.test' },
     params: { webhook_id: webhookId },
     responses: { 202: { description: 'The delivery, queued', schema: delivery } },
-    errors: [webhookNotFound],
+    errors: [webhookNotFound, { status: 409, code: 'webhook_disabled', when: 'The endpoint is disabled: enable it first (nothing is queued).' }],
   },
   {
     method: 'GET',
