@@ -132,7 +132,7 @@ describe('relaying the stream', () => {
     const client = await openStream('/v1/events');
     expect(client.res.statusCode).toBe(200);
     expect(client.res.headers['content-type']).toBe('text/event-stream');
-    expect(client.res.headers['cache-control']).toBe('no-cache');
+    expect(client.res.headers['cache-control']).toBe('no-store');
     expect(client.res.headers['x-accel-buffering']).toBe('no');
     expect(client.res.headers['x-request-id']).toMatch(/^req_/);
     expect(client.res.headers['ratelimit-limit']).toBe('600');

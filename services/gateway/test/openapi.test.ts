@@ -453,7 +453,7 @@ describe('push events in the document', () => {
     expect(codesAt(op, 404)).toEqual(['not_found']);
     expect(String(obj(responses(op)['429']).description)).toContain('5 open streams');
     expect(String(op.description)).toContain('**Streaming:**');
-    expect(obj(obj(components.headers)['Cache-Control']).schema).toEqual({ type: 'string', enum: ['no-store', 'no-cache'] });
+    expect(obj(obj(components.headers)['Cache-Control']).schema).toEqual({ type: 'string', enum: ['no-store'] });
   });
 
   it('documents the webhook routes: webhook_manage, Location on creation, limit_reached, not_found for another partner’s id', () => {

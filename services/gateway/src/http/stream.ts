@@ -232,7 +232,8 @@ function pipeStream(deps: StreamDeps, target: URL, req: Request, res: Response, 
       }
       streaming = true;
       upstream.setTimeout(idleMs);
-      res.writeHead(200, { 'Content-Type': 'text/event-stream', 'Cache-Control': 'no-cache', 'X-Accel-Buffering': 'no' });
+      // no-store, as on every /v1 answer (spec, response conventions): a stream must not be cached either.
+      res.writeHead(200, { 'Content-Type': 'text/event-stream', 'Cache-Control': 'no-store', 'X-Accel-Buffering': 'no' });
       res.flushHeaders();
       req.socket.setNoDelay(true);
       if (req.method === 'HEAD') {

@@ -47,9 +47,9 @@ const HEADER_COMPONENTS: Readonly<Record<string, Record<string, unknown>>> = {
     schema: { type: 'string' },
   },
   'Cache-Control': {
-    description: '`no-store`; `no-cache` on the live event stream (`GET /v1/events`).',
+    description: '`no-store`, on the live event stream (`GET /v1/events`) too.',
     required: true,
-    schema: { type: 'string', enum: ['no-store', 'no-cache'] },
+    schema: { type: 'string', enum: ['no-store'] },
   },
   'RateLimit-Limit': {
     description: 'Your per-partner request limit per minute (account `rate_limits.requests_per_min`). Sent on every response to an authenticated request.',
@@ -155,7 +155,7 @@ All requests and responses are JSON objects; HTTPS is mandatory. Every route is 
 
 ## Responses
 
-Every \`/v1\` response carries \`X-Request-Id\` and \`Cache-Control: no-store\` (\`no-cache\` on the live event stream); every response to an authenticated request also carries \`RateLimit-Limit\`, \`RateLimit-Remaining\` and \`RateLimit-Reset\`. 201 means created (\`Location\` names it); 202 means accepted (a command handed to the broker, or a job started; \`Location\` names what to poll when there is something to poll); 204 means done with no body. Request bodies are JSON objects sent as \`Content-Type: application/json\`. Clients must ignore fields they do not recognise.
+Every \`/v1\` response carries \`X-Request-Id\` and \`Cache-Control: no-store\`; every response to an authenticated request also carries \`RateLimit-Limit\`, \`RateLimit-Remaining\` and \`RateLimit-Reset\`. 201 means created (\`Location\` names it); 202 means accepted (a command handed to the broker, or a job started; \`Location\` names what to poll when there is something to poll); 204 means done with no body. Request bodies are JSON objects sent as \`Content-Type: application/json\`. Clients must ignore fields they do not recognise.
 
 ## Requests
 

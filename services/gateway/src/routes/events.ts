@@ -334,7 +334,7 @@ export const eventRoutes: RouteDef[] = [
     },
     responses: {
       200: {
-        description: 'The stream: `Content-Type: text/event-stream`, `Cache-Control: no-cache` and `X-Accel-Buffering: no`; it stays open until you close it.',
+        description: 'The stream: `Content-Type: text/event-stream`, `Cache-Control: no-store` and `X-Accel-Buffering: no`; it stays open until you close it.',
         contentType: 'text/event-stream',
         schema: { type: 'string', description: 'Server-Sent Events frames; `data` is the event envelope as JSON.' },
         example: SSE_EXAMPLE,
