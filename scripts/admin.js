@@ -23,5 +23,18 @@ if (!fs.existsSync(entry)) {
   const build = spawnSync('npm', ['run', '-s', 'build'], { cwd: ROOT, stdio: ['ignore', 2, 2] });
   if (build.status !== 0) process.exit(build.status ?? 1);
 }
-const result = spawnSync(process.execPath, [entry, ...process.argv.slice(2)], { stdio: 'inherit' });
+// A fleet started with FLEET_DATABASE_PREFIX keeps its data in <prefix><service>, as
+// scripts/fleet.js names them: the command goes to that fleet's database unless DATABASE_URL says otherwise.
+const env = { ...process.env };
+const prefix = process.env.FLEET_DATABASE_PREFIX;
+if (prefix && !process.env.DATABASE_URL) {
+  if (!/^[a-z][a-z0-9_]*$/.test(prefix)) {
+    process.stderr.write(`admin: FLEET_DATABASE_PREFIX must be lowercase letters, digits and _, got ${prefix}\n`);
+    process.exit(2);
+  }
+  const url = new URL(process.env.POSTGRES_URL ?? 'postgresql://postgres@127.0.0.1:5432/postgres');
+  url.pathname = `/${prefix}${owner.replace(/-/g, '_')}`;
+  env.DATABASE_URL = url.toString();
+}
+const result = spawnSync(process.execPath, [entry, ...process.argv.slice(2)], { stdio: 'inherit', env });
 process.exit(result.status ?? 1);

@@ -87,6 +87,29 @@ describe('admin org commands', () => {
     expect(JSON.parse(r.stdout)).toMatchObject({ parent_id: null, name: 'Via root' });
   });
 
+  it('through the root admin script, follows FLEET_DATABASE_PREFIX to the database of a fleet started with it', async () => {
+    const prefix = `${uniqueId('adm').toLowerCase().replace(/[^a-z0-9_]/g, '_')}_`;
+    const prefixed = databaseUrl(`${prefix}device_registry`);
+    const env = { ...process.env, FLEET_DATABASE_PREFIX: prefix } as NodeJS.ProcessEnv;
+    delete env.DATABASE_URL;
+    try {
+      const r = spawnSync(process.execPath, [path.resolve(__dirname, '../../../scripts/admin.js'), 'org', 'create', '--name', 'Prefixed'], { env, encoding: 'utf8', timeout: 20_000 });
+      expect(r.status).toBe(0);
+      const { id } = JSON.parse(r.stdout) as { id: number };
+      const db = openRegistryDb(prefixed, 1);
+      try {
+        expect((await db.orgNode.findUnique({ where: { id } }))?.name).toBe('Prefixed');
+      } finally {
+        await db.$disconnect();
+      }
+      const refused = spawnSync(process.execPath, [path.resolve(__dirname, '../../../scripts/admin.js'), 'org', 'list'], { env: { ...env, FLEET_DATABASE_PREFIX: 'Not-A-Prefix' }, encoding: 'utf8', timeout: 20_000 });
+      expect(refused.status).toBe(2);
+      expect(refused.stderr).toMatch(/FLEET_DATABASE_PREFIX/);
+    } finally {
+      await dropDatabase(prefixed);
+    }
+  });
+
   it('fails with a message on stderr and a non-zero exit', () => {
     for (const args of [
       ['org', 'create'],
