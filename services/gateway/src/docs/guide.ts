@@ -121,7 +121,7 @@ export function renderGuide(baseUrl: string, links: GuideLinks): string {
 <h2>Base URL and HTTPS</h2>
 <p>Every route is under <code>/v1</code> on this address:</p>
 <pre><code>${base}</code></pre>
-<p>HTTPS is mandatory. All requests and responses are JSON objects. The examples below use a shell variable for the address and your key:</p>
+<p>HTTPS is mandatory (a fleet run locally for development with <code>npm start</code> answers plain HTTP on 127.0.0.1). All requests and responses are JSON objects. The examples below use a shell variable for the address and your key:</p>
 <pre><code>export BASE_URL='${base}'
 export API_KEY='&lt;your API key&gt;'</code></pre>
 </section>
