@@ -16,9 +16,14 @@ import { uniqueId } from './unique-id';
 
 export { uniqueId };
 
-/** A random device id in the spec's format (12 uppercase hex characters). */
+/**
+ * A random device id in the spec's format (12 uppercase hex characters). It always holds a letter
+ * (the first character is A-F): tests use its lower-case form as a different string (a
+ * mismatched `confirm`, a topic no device owns), which an id of digits alone would not be.
+ */
 export function randomDeviceId(): string {
-  return randomBytes(6).toString('hex').toUpperCase();
+  const bytes = randomBytes(6);
+  return `${'ABCDEF'[bytes[0]! % 6]}${bytes.toString('hex').toUpperCase().slice(1)}`;
 }
 
 export function databaseUrl(name: string, base = testEnv.postgresUrl): string {

@@ -176,7 +176,8 @@ describe('live reading', () => {
 
 describe('energy reset', () => {
   it('needs confirm equal to the device id: mismatched, missing, or no body at all is 409 confirmation_required, nothing sent', async () => {
-    const dev = randomDeviceId();
+    // A letter in the id, so that its lower-case form is a different string.
+    const dev = `A${randomDeviceId().slice(1)}`;
     const before = bridge.published.length;
     for (const extra of [{ body: { confirm: 'nope' } }, { body: { confirm: dev.toLowerCase() } }, { body: {} }, {}]) {
       const err = await refusal(requestReset(deps, envelope(dev, {}, extra), logger));
