@@ -55,6 +55,7 @@ export async function startBridge(config: BridgeConfig, runtime: ServiceRuntime)
     password: config.MQTT_ADMIN_PASSWORD,
     dynsecTimeoutMs: config.DYNSEC_TIMEOUT_MS,
     publishTimeoutMs: config.MQTT_PUBLISH_TIMEOUT_MS,
+    trace: config.MQTT_CLIENT_TRACE,
     logger: logger.child({ component: 'mqtt-control' }),
   });
   runtime.onClose(() => control.close());
@@ -127,6 +128,7 @@ export async function startBridge(config: BridgeConfig, runtime: ServiceRuntime)
       receiveMaximum: config.MQTT_RECEIVE_MAXIMUM,
       // Called after connecting, which is never before `backstop` below is set.
       onSubscribed: () => backstop.shareGroupSubscribed(),
+      trace: config.MQTT_CLIENT_TRACE,
       logger: logger.child({ component: 'mqtt-traffic' }),
     },
     sink,
@@ -146,6 +148,7 @@ export async function startBridge(config: BridgeConfig, runtime: ServiceRuntime)
     control,
     traffic,
     sink,
+    trace: config.MQTT_CLIENT_TRACE,
     logger: logger.child({ component: 'mqtt-backstop' }),
   });
   backstop.start();

@@ -43,12 +43,18 @@ const schema = baseConfigSchema.extend({
   /** Publish to devices and broker admin requests fail after this long. */
   MQTT_PUBLISH_TIMEOUT_MS: z.coerce.number().int().positive().default(5000),
   DYNSEC_TIMEOUT_MS: z.coerce.number().int().positive().default(5000),
+  /** The `debug` module's variable: when set, mqtt.js's own packet trace is kept (`DEBUG=mqttjs*`). */
+  DEBUG: z.string().optional(),
 });
 
-export type BridgeConfig = z.infer<typeof schema> & { SERVICE_INSTANCE: string };
+export type BridgeConfig = z.infer<typeof schema> & {
+  SERVICE_INSTANCE: string;
+  /** Whether mqtt.js traces its packets through `debug` (only when DEBUG is set; see broker/lifecycle.ts). */
+  MQTT_CLIENT_TRACE: boolean;
+};
 
 export function readBridgeConfig(env: Record<string, string | undefined> = process.env): BridgeConfig {
   const config = loadConfig(schema, env);
   if (config.LIGHT_TOPIC_ROOT === config.METER_TOPIC_ROOT) throw new Error('invalid configuration: LIGHT_TOPIC_ROOT and METER_TOPIC_ROOT must differ');
-  return { ...config, SERVICE_INSTANCE: config.SERVICE_INSTANCE ?? os.hostname() };
+  return { ...config, SERVICE_INSTANCE: config.SERVICE_INSTANCE ?? os.hostname(), MQTT_CLIENT_TRACE: Boolean(config.DEBUG) };
 }

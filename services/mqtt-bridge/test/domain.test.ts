@@ -2,6 +2,8 @@ import { MsgHdrsImpl } from 'nats';
 import { ConnectivityAggregator, chunk } from '../src/domain/connectivity';
 import { deviceAcls, sameAcls } from '../src/domain/dynsec';
 import { captureHeaderBlock, headerTopic, isPubAck, IsoClock, pubackPackets } from '../src/domain/wire';
+import { readBridgeConfig } from '../src/config';
+import { clientTrace } from '../src/broker/lifecycle';
 import { captureSubject, isStatusTopic, parseDeviceTopic, sharedSubscriptions, subjectToken } from '../src/domain/topics';
 
 const roots = { light: 'light', meter: 'site/meter' };
@@ -125,5 +127,18 @@ describe('capture wire formats', () => {
     expect(isPubAck(bytes('{"stream":'))).toBe(false);
     expect(isPubAck(new Uint8Array(0))).toBe(false);
     expect(isPubAck(bytes('nonsense'))).toBe(false);
+  });
+});
+
+describe("mqtt.js's packet trace", () => {
+  const env = { NATS_URL: 'nats://127.0.0.1:4222', MQTT_ADMIN_USERNAME: 'admin', MQTT_ADMIN_PASSWORD: 'secret' };
+
+  it('is left out unless DEBUG is set, so its per-packet calls cost nothing', () => {
+    expect(readBridgeConfig(env).MQTT_CLIENT_TRACE).toBe(false);
+    expect(readBridgeConfig({ ...env, DEBUG: 'mqttjs*' }).MQTT_CLIENT_TRACE).toBe(true);
+    const quiet = clientTrace(false).log;
+    expect(typeof quiet).toBe('function');
+    expect(quiet?.('handlePublish: packet %o', {})).toBeUndefined();
+    expect(clientTrace(true)).toEqual({});
   });
 });

@@ -25,6 +25,8 @@ export interface BackstopOptions {
   /** Where captured messages go (the same sink as the traffic connection's). */
   sink: MessageSink;
   logger: Logger;
+  /** Keep mqtt.js's own packet trace (see clientTrace). */
+  trace?: boolean;
 }
 
 /**
@@ -127,6 +129,7 @@ export class Backstop {
         sessionExpirySeconds: o.sessionExpirySeconds,
         receiveMaximum: o.receiveMaximum,
         leaveOnStop: false,
+        trace: o.trace,
         onConnect: () => {
           this.round = randomBytes(8).toString('hex');
           if (!this.capturing) o.logger.info('backstop reconnected: capturing until the share group is confirmed');

@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import mqtt, { type MqttClient } from 'mqtt';
 import type { Logger } from '@fleet/service-kit';
 import type { DynsecCommand, DynsecResponse } from '../domain/dynsec';
-import { endClient } from './lifecycle';
+import { clientTrace, endClient } from './lifecycle';
 
 const CONTROL_TOPIC = '$CONTROL/dynamic-security/v1';
 const RESPONSE_TOPIC = '$CONTROL/dynamic-security/v1/response';
@@ -25,6 +25,8 @@ export interface ControlOptions {
   dynsecTimeoutMs: number;
   publishTimeoutMs: number;
   logger: Logger;
+  /** Keep mqtt.js's own packet trace (see clientTrace). */
+  trace?: boolean;
 }
 
 interface Pending {
@@ -58,6 +60,7 @@ export class ControlConnection {
       // The response subscription is made explicitly on every connect (below); mqtt.js's own
       // resubscribe would take the topic first and answer that subscribe with nothing granted.
       resubscribe: false,
+      ...clientTrace(options.trace),
     });
     this.client.on('connect', () => {
       this.subscribed = false;

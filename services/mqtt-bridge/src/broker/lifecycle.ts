@@ -1,4 +1,13 @@
-import type { MqttClient } from 'mqtt';
+import type { IClientOptions, MqttClient } from 'mqtt';
+
+/**
+ * mqtt.js traces every packet through the `debug` module: a dozen calls a packet, each gathering
+ * its arguments even when no trace is enabled, about 4% of the bridge's CPU under load. The
+ * bridge's clients get a logger that does nothing, unless the trace is wanted (DEBUG set).
+ */
+export function clientTrace(trace: boolean | undefined): Pick<IClientOptions, 'log'> {
+  return trace ? {} : { log: () => undefined };
+}
 
 /** Resolves or rejects like the promise, or rejects after ms. */
 export async function withTimeout<T>(promise: Promise<T>, ms: number): Promise<T> {

@@ -3,7 +3,7 @@ import mqtt, { type IPublishPacket, type MqttClient } from 'mqtt';
 import type { Logger } from '@fleet/service-kit';
 import type { CaptureOutcome, CaptureOwner } from '../capture/device-in';
 import { pubackPackets } from '../domain/wire';
-import { endClient, withTimeout } from './lifecycle';
+import { clientTrace, endClient, withTimeout } from './lifecycle';
 
 export interface TrafficOptions {
   url: string;
@@ -27,6 +27,8 @@ export interface TrafficOptions {
   /** Called when another client took this client id over (MQTT 5 reason 0x8E): the connection is ended. */
   onTakenOver?: () => void;
   logger: Logger;
+  /** Keep mqtt.js's own packet trace (see clientTrace). */
+  trace?: boolean;
 }
 
 /** MQTT 5 DISCONNECT reason code: another connection took the client id over. */
@@ -132,6 +134,7 @@ export class TrafficConnection {
       // Subscriptions live in the broker session; they are re-made explicitly on every connect.
       resubscribe: false,
       properties: { sessionExpiryInterval: options.sessionExpirySeconds, receiveMaximum: options.receiveMaximum },
+      ...clientTrace(options.trace),
     });
     this.client.handleMessage = (packet, callback) => this.onPacket(packet, callback);
     this.client.on('connect', (connack) => {
