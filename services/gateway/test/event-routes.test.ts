@@ -97,7 +97,7 @@ describe('validation: 400 validation_error, nothing reaches the events service',
   });
 
   const badStream: Array<[string, Record<string, string>?, RegExp?]> = [
-    ['/v1/events?types=device.exploded', undefined, /types/],
+    ['/v1/events?types=device.exploded', undefined, /^invalid 'types': expected event types of the catalog, comma-separated without spaces/],
     ['/v1/events?types=device.connected,', undefined, /types/],
     ['/v1/events?types=device.connected, device.disconnected', undefined, /types/],
     ['/v1/events?types=webhook.test', undefined, /types/],

@@ -45,6 +45,7 @@ export const CHANGELOG: readonly ChangelogEntry[] = [
       'A request refused before its body is read (a `Content-Encoding`, a body over 1 MB, a header sent twice, a query string that is not UTF-8) still counts against a valid key and carries `RateLimit-*`; a full window answers 429 first.',
       'Device configuration (`GET /v1/devices/{device_id}/config`): `org_node.parent_id` is null when the parent lies outside your scope, as in `GET /v1/org-tree`.',
       'The live stream answers `Cache-Control: no-store`, as every `/v1` response does (it was `no-cache`).',
+      'A `types` value the live stream cannot take is 400 `validation_error` saying what it takes (event types of the catalog, comma-separated without spaces) instead of quoting a pattern.',
       'Machine-readable description at `/openapi.json` (OpenAPI 3.1, document version 1.0.0), the quick-start guide at `/docs`, the full reference at `/docs_adv` and this changelog.',
     ],
   },

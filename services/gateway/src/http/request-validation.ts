@@ -13,7 +13,8 @@ interface RouteValidators {
   queryProperties: Record<string, JsonSchema>;
 }
 
-const ajv = new Ajv2020({ allErrors: false, strict: false });
+// verbose: an error carries its schema, so a pattern error can name what was expected (x-expected).
+const ajv = new Ajv2020({ allErrors: false, strict: false, verbose: true });
 addFormats(ajv);
 /** Path parameters are text; this one reads `{profile_id}` as the integer its schema (and the OpenAPI document) says. */
 const pathAjv = new Ajv2020({ allErrors: false, strict: false, coerceTypes: true });
@@ -29,7 +30,9 @@ export const MAX_BODY_DEPTH = 32;
  *   not well-formed Unicode (a lone surrogate);
  * - query numbers are plain decimal (`16`, `-3`, `2.5`; never `0x10`, `1e1` for an integer, ` 16`),
  *   booleans are `true` or `false`, and a parameter is given at most once;
- * - fields declared with the control-free pattern refuse U+0001–U+001F and U+007F too.
+ * - fields declared with the control-free pattern refuse U+0001–U+001F and U+007F too;
+ * - a field whose `pattern` is no help to a reader (a long alternation) says in `x-expected`
+ *   what it takes, and its 400 says that instead of the pattern.
  */
 export class RequestValidator {
   private readonly byRoute = new Map<string, RouteValidators>();
@@ -224,8 +227,11 @@ function describe(errors: ErrorObject[] | null | undefined, where: 'path' | 'que
     return `missing required ${where === 'query' ? 'query parameter' : 'field'} '${fieldPath(e.instancePath, missing)}'`;
   }
   let message = e.message ?? 'is invalid';
+  const expected = (e.parentSchema as Record<string, unknown> | undefined)?.['x-expected'];
   if (e.keyword === 'pattern' && (e.params as { pattern?: string }).pattern === CONTROL_FREE_PATTERN) {
     message = 'must not contain control characters (U+0000 to U+001F, U+007F)';
+  } else if (e.keyword === 'pattern' && typeof expected === 'string') {
+    message = `expected ${expected}`;
   } else if (where === 'query' && e.keyword === 'type' && e.instancePath.split('/').length === 2) {
     message = `${message}, given once in plain form (decimal digits for a number, true or false)`;
   }

@@ -326,6 +326,7 @@ export const eventRoutes: RouteDef[] = [
         types: {
           type: 'string',
           pattern: typesPattern(),
+          'x-expected': 'event types of the catalog, comma-separated without spaces (e.g. device.connected,device.disconnected)',
           description: `Only these event types, comma-separated (no spaces): any of ${catalogList}. Default: every type your permissions allow.`,
         },
         device_id: { ...deviceIdParam, description: 'Only events of this device (12 uppercase hexadecimal characters); it must be in your scope.' },
