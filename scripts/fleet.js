@@ -67,6 +67,8 @@ async function main() {
     try {
       if (fleet) await fleet.stop();
       stopped = true;
+      // So an operator (or a script waiting on the log) knows the ports and databases are free.
+      console.log('stopped: every process the fleet started has exited');
     } catch (err) {
       console.error(`stopping the fleet: ${err.message}`);
       code ||= 1;

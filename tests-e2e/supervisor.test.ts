@@ -170,4 +170,5 @@ it('restarts a killed service while the rest of the fleet keeps answering, and C
   // The one crash was the only unexpected exit; stopping restarted nothing.
   expect(output.match(/exited unexpectedly/g)).toHaveLength(1);
   expect(output).toContain('SIGINT: stopping the fleet');
+  expect(output.trimEnd().split('\n').at(-1)).toBe('stopped: every process the fleet started has exited');
 }, 60_000);
