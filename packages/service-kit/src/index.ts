@@ -17,3 +17,4 @@ export * from './durable-events';
 export * from './outbox';
 export * from './outbox-relay';
 export * from './periodic-job';
+export * from './time-param';

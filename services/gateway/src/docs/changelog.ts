@@ -46,6 +46,7 @@ export const CHANGELOG: readonly ChangelogEntry[] = [
       'Device configuration (`GET /v1/devices/{device_id}/config`): `org_node.parent_id` is null when the parent lies outside your scope, as in `GET /v1/org-tree`.',
       'The live stream answers `Cache-Control: no-store`, as every `/v1` response does (it was `no-cache`).',
       'A `types` value the live stream cannot take is 400 `validation_error` saying what it takes (event types of the catalog, comma-separated without spaces) instead of quoting a pattern.',
+      'Every date/time query parameter (`start`, `end` and `received_since` of the meter routes, `since` of the system routes) follows one rule: epoch seconds (up to six decimals), or an ISO 8601 calendar date alone (its midnight) or with a time (fractions allowed) and an optional offset (`Z`, `±hh` or `±hh:mm`; none means UTC), all in the extended form (`2026-11-25T10:00:00Z`, also with an offset written `±hhmm`) or all in the basic one (`20261125T100000Z`); a year past 9999 (`+010000-01-01`) is outside the supported range. The meter routes now refuse, as the system routes did, week dates (`2026-W48-4`), ordinal dates (`2026-330`), a year and month alone (`2026-11`), a time without a date, lower-case `t` or `z`, a basic date with an extended time (`20261125T10:00:00Z`) and offsets beyond 23:59: 400 `validation_error`.',
       'Machine-readable description at `/openapi.json` (OpenAPI 3.1, document version 1.0.0), the quick-start guide at `/docs`, the full reference at `/docs_adv` and this changelog.',
     ],
   },

@@ -11,7 +11,7 @@ import type { ErrorSpec, JsonSchema, RouteDef, TierOf } from './types';
 
 const dateTime: JsonSchema = { type: 'string', format: 'date-time' };
 const dateTimeOrNull: JsonSchema = { type: ['string', 'null'], format: 'date-time' };
-/** A date/time query parameter, as on every route: ISO 8601 or epoch seconds (system-files parses it, as the meter does its own). */
+/** A date/time query parameter, as on every route: ISO 8601 or epoch seconds (the owning service parses it with the kit's parseTimeParam, one rule for system-files and the meter). */
 const sinceParam: JsonSchema = { type: 'string', minLength: 1, description: `ISO 8601 date-time (no offset means UTC) or epoch seconds. Supported range ${TIME_RANGE_TEXT}.` };
 const cursorParam: JsonSchema = { type: 'string', minLength: 1, maxLength: 512, pattern: '^[A-Za-z0-9_-]+$', description: 'The previous answer’s next_cursor.' };
 const fileName: JsonSchema = {

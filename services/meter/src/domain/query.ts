@@ -1,5 +1,4 @@
-import { DateTime } from 'luxon';
-import { ValidationError } from '@fleet/service-kit';
+import { parseTimeParam, TIME_MAX_MS, TIME_MIN_MS, ValidationError } from '@fleet/service-kit';
 
 /** Query parameters of the meter read routes: times, cursors and the interval modes. Pure. */
 
@@ -11,30 +10,14 @@ export const DEFAULT_WINDOW_MS = 86_400_000;
 export const DEFAULT_LIMIT = 200;
 export const MAX_LIMIT = 1000;
 
-const EPOCH_SECONDS = /^-?\d{1,12}(\.\d{1,6})?$/;
-
 /**
- * Supported range of every time the meter routes take (start, end, received_since), inclusive:
- * 1970-01-01T00:00:00Z to 9999-12-31T23:59:59Z, epoch seconds 0 to 253402300799.
+ * start, end and received_since: the API's one rule for date/time query parameters (ISO 8601
+ * calendar date-times, no offset meaning UTC, or epoch seconds, inside 1970-01-01T00:00:00Z to
+ * 9999-12-31T23:59:59Z), shared with system-files' `since` so that no route reads a time another
+ * refuses. It replaced luxon's DateTime.fromISO here, which also took week and ordinal dates, a
+ * time alone (today's, by the clock) and offsets such as +99:00. Throws a 400 naming the parameter.
  */
-export const TIME_MIN_MS = 0;
-export const TIME_MAX_MS = 253_402_300_799_000;
-const RANGE_TEXT = '1970-01-01T00:00:00Z to 9999-12-31T23:59:59Z (epoch seconds 0 to 253402300799)';
-
-/** ISO 8601 (a missing offset means UTC) or epoch seconds, inside the supported range; throws a 400 naming the parameter. */
-export function parseTime(value: unknown, name: string): Date {
-  const text = typeof value === 'number' ? String(value) : value;
-  if (typeof text !== 'string' || text === '') throw new ValidationError(`invalid '${name}': expected ISO 8601 or epoch seconds`);
-  let ms: number;
-  if (EPOCH_SECONDS.test(text)) ms = Math.round(Number(text) * 1000);
-  else {
-    const parsed = DateTime.fromISO(text, { zone: 'utc' });
-    ms = parsed.isValid ? parsed.toMillis() : Number.NaN;
-  }
-  if (!Number.isFinite(ms)) throw new ValidationError(`invalid '${name}': expected ISO 8601 or epoch seconds`);
-  if (ms < TIME_MIN_MS || ms > TIME_MAX_MS) throw new ValidationError(`invalid '${name}': outside the supported range ${RANGE_TEXT}`);
-  return new Date(ms);
-}
+export const parseTime = parseTimeParam;
 
 export interface Window {
   start: Date;

@@ -11,10 +11,9 @@
  */
 import type { Principal } from '@fleet/contracts';
 import { parseDeviceTopic, type Product } from '@fleet/device-protocol';
-import { ConflictError, ForbiddenError, NotFoundError, ValidationError, type CallFor, type HandlerContext, type HandlerResult, type RequestOf } from '@fleet/service-kit';
+import { ConflictError, ForbiddenError, NotFoundError, optionalTimeParam, ValidationError, type CallFor, type HandlerContext, type HandlerResult, type RequestOf } from '@fleet/service-kit';
 import { isSysExeTopic, readRawExeLine } from '../domain/raw-exe-line';
 import { decodeRawCursor, encodeRawCursor } from '../domain/raw-cursor';
-import { optionalTimeParam } from '../domain/time-param';
 import { captureSubjects, checkTopicName, defaultRawQos, filterReach, parseTopicFilter, topicMatches } from '../domain/topic-filter';
 import { fromHistory, readUntil, type CapturedMessage } from '../history/device-in-history';
 import { sealSecret } from '../use-cases/seal-secret';

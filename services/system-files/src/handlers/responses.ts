@@ -1,6 +1,5 @@
-import type { HandlerResult, RequestOf } from '@fleet/service-kit';
+import { optionalTimeParam, type HandlerResult, type RequestOf } from '@fleet/service-kit';
 import { decodeFeedCursor, encodeFeedCursor, FEED_DEFAULT_LIMIT, FEED_DEFAULT_WINDOW_MS, feedRowView } from '../domain/feed';
-import { optionalTimeParam } from '../domain/time-param';
 import { feedHighWater, readFeed } from '../store/responses';
 import { deviceOf } from './commands';
 import type { SystemDeps } from './deps';

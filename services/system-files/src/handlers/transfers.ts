@@ -1,5 +1,4 @@
-import { NotFoundError, ValidationError, type HandlerContext, type HandlerResult, type RequestOf } from '@fleet/service-kit';
-import { optionalTimeParam } from '../domain/time-param';
+import { NotFoundError, optionalTimeParam, ValidationError, type HandlerContext, type HandlerResult, type RequestOf } from '@fleet/service-kit';
 import { TRANSFER_ID, transferView, type TransferState } from '../domain/transfer';
 import { findTransfer, listTransfers as listStored } from '../store/transfers';
 import { pushFile } from '../use-cases/push-file';
