@@ -248,6 +248,44 @@ describe('evaluation and automation', () => {
     }
   }, 60_000);
 
+  it('judges a light whose only sensor was detached before any cycle NO_SENSORS, as one detached after; the read shows the last evaluation until then', async () => {
+    const me = manager();
+    const early = light();
+    const late = light();
+    const detach = (device: ReturnType<typeof light>) => call('config.sensor.detach', me, { device, params: { device_id: device.device_id, tdl_id: 'probe' } });
+    const read = async (device: ReturnType<typeof light>) => ok(await call('config.device.get', me, { device }));
+    // `late` is evaluated with its sensor, then no cycle runs while both lose theirs.
+    ok(await call('config.sensor.attach', me, { device: late, body: { tdl_id: 'probe' } }), 201);
+    const first = cycle();
+    first.start();
+    try {
+      await waitFor(async () => (await read(late)).alert_level === 'INSUFFICENT_DATA', { timeoutMs: 10_000, what: 'the first evaluation' });
+    } finally {
+      await first.stop();
+    }
+    ok(await call('config.sensor.attach', me, { device: early, body: { tdl_id: 'probe' } }), 201);
+    ok(await detach(early), 204);
+    ok(await detach(late), 204);
+    // Before the next cycle the read shows the level of the last evaluation (the one light1 and the
+    // events show): the one from before the detach, and none for a light no cycle has evaluated.
+    expect(await read(early)).toMatchObject({ sensors: [], alert_level: null });
+    expect(await read(late)).toMatchObject({ sensors: [], alert_level: 'INSUFFICENT_DATA' });
+
+    const evaluator = cycle();
+    evaluator.start();
+    try {
+      for (const device of [early, late]) {
+        await waitFor(async () => (await read(device)).alert_level === 'NO_SENSORS', { timeoutMs: 10_000, what: `${device.device_id} NO_SENSORS` });
+        // The default signal's NO_DATA entry (pulsing blue) on light1.
+        await waitFor(() => lights.writesTo(device.device_id).at(-1) === 'pulse:0000FF,2000', { timeoutMs: 10_000, what: `NO_DATA on ${device.device_id}'s light1` });
+      }
+    } finally {
+      await evaluator.stop();
+    }
+    expect(await read(early)).toMatchObject({ sensors: [], alert_level: 'NO_SENSORS' });
+    expect(lights.writesTo(early.device_id)).toEqual(['pulse:0000FF,2000']);
+  }, 60_000);
+
   it('evaluates each device once per cycle when two replicas share the cycles and one stops holding its shards', async () => {
     const me = manager();
     const devices = Array.from({ length: 12 }, () => light());

@@ -11,6 +11,7 @@ import { LightClient } from '@fleet/light-client';
 import { RegistryClient } from '@fleet/registry-client';
 import { PARTNER_EVENTS_STREAM, partnerEventsRelay, type Bus, type OutboxRelay } from '@fleet/service-kit';
 import { LightStandIn, randomDeviceId, RegistryStandIn, waitFor } from '@fleet/test-kit';
+import { attachSensor, detachSensor, forgetDevice } from '../src/store/devices';
 import { recordLevelChanges, saveDeviceLevels } from '../src/store/evaluation';
 import { EvaluationCycle } from '../src/use-cases/evaluation-cycle';
 import { connectBus, createTestDb, logger, startPrivateNats, type PrivateNats, type TestDb } from './support';
@@ -59,8 +60,12 @@ async function nextCycle(...replicas: EvaluationCycle[]): Promise<void> {
   await Promise.all((replicas.length > 0 ? replicas : [replica('replica-a')]).map((r) => r.runOnce()));
 }
 
-async function attach(deviceId: string, ...tdlIds: string[]): Promise<void> {
+/** A light the registry knows (with automation on). */
+const known = (deviceId: string) =>
   registry.described.set(deviceId, { device_id: deviceId, product: 'light', name: null, org_node: { id: 1, parent_id: null, name: 'Root' }, automation_enabled: true });
+
+async function attach(deviceId: string, ...tdlIds: string[]): Promise<void> {
+  known(deviceId);
   for (const tdlId of tdlIds) await testDb.db.sensor.create({ data: { deviceId, tdlId } });
 }
 
@@ -157,6 +162,72 @@ it('writes alert.level_changed when a light’s level changes, with the sensors 
   await nextCycle();
   expect((await eventsOf(id)).at(-1)?.data).toEqual({ from: 'ADVISORY', to: 'NO_SENSORS', sensors: [] });
   expect(await eventsOf(id)).toHaveLength(3);
+});
+
+describe('a light whose only sensor was detached before any cycle evaluated it', () => {
+  // The default signal's NO_DATA entry (pulsing blue, 2 s) as light1's wire payload.
+  const NO_DATA = 'pulse:0000FF,2000';
+  const sensor = (deviceId: string) => ({ deviceId, tdlId: 'probe', profileId: null, label: null });
+
+  it('is NO_SENSORS at the next cycle, announced and written to light1 as a light that lost its sensor after evaluation', async () => {
+    const early = randomDeviceId();
+    const late = randomDeviceId();
+    known(early);
+    known(late);
+    // `late` is evaluated with its sensor; `early` is attached and detached between two cycles.
+    await attachSensor(testDb.db, sensor(late));
+    await nextCycle();
+    expect(await levelOf(late)).toBe('INSUFFICENT_DATA');
+    await attachSensor(testDb.db, sensor(early));
+    await detachSensor(testDb.db, early, 'probe');
+    await detachSensor(testDb.db, late, 'probe');
+    expect(await levelOf(early)).toBeNull();
+
+    await nextCycle();
+    expect(await levelOf(early)).toBe('NO_SENSORS');
+    expect(await levelOf(late)).toBe('NO_SENSORS');
+    expect((await eventsOf(early)).map((e) => e.data)).toEqual([{ from: null, to: 'NO_SENSORS', sensors: [] }]);
+    expect((await eventsOf(late)).map((e) => e.data)).toEqual([
+      { from: null, to: 'INSUFFICENT_DATA', sensors: [expect.objectContaining({ tdl_id: 'probe', level: 'INSUFFICENT_DATA' })] },
+      { from: 'INSUFFICENT_DATA', to: 'NO_SENSORS', sensors: [] },
+    ]);
+    expect(lights.writesTo(early)).toEqual([NO_DATA]);
+    expect(lights.writesTo(late).at(-1)).toBe(NO_DATA);
+    // The pending marks are cleared: the alert states keep both among the lights evaluated.
+    expect(await testDb.db.pendingLight.count({ where: { deviceId: { in: [early, late] } } })).toBe(0);
+
+    // From then on it is one of the lights every cycle evaluates, and a level that holds says nothing more.
+    await nextCycle();
+    const state = await testDb.db.alertState.findUniqueOrThrow({ where: { deviceId: early } });
+    expect({ level: state.level, evaluations: state.evaluations, writeNeeded: state.writeNeeded, writtenPayload: state.writtenPayload }).toEqual({
+      level: 'NO_SENSORS',
+      evaluations: 2,
+      writeNeeded: false,
+      writtenPayload: NO_DATA,
+    });
+    expect(await eventsOf(early)).toHaveLength(1);
+    expect(lights.writesTo(early)).toEqual([NO_DATA]);
+
+    // A sensor attached again is evaluated as any.
+    await attachSensor(testDb.db, sensor(early));
+    await nextCycle();
+    expect((await eventsOf(early)).map((e) => [e.data.from, e.data.to])).toEqual([
+      [null, 'NO_SENSORS'],
+      ['NO_SENSORS', 'INSUFFICENT_DATA'],
+    ]);
+  });
+
+  it('is forgotten, not judged, when the device is removed before the cycle', async () => {
+    const id = randomDeviceId();
+    known(id);
+    await attachSensor(testDb.db, sensor(id));
+    await detachSensor(testDb.db, id, 'probe');
+    await testDb.db.$transaction((tx) => forgetDevice(tx, id, new Date()));
+    await nextCycle();
+    expect(await levelOf(id)).toBeNull();
+    expect(await eventsOf(id)).toEqual([]);
+    expect(lights.writesTo(id)).toEqual([]);
+  });
 });
 
 it('writes each change once when two replicas share the cycle, and none for a replica late with an earlier cycle', async () => {

@@ -50,6 +50,16 @@ async function scopedOrgNode(deps: DeviceConfigDeps, req: RequestEnvelope, ctx: 
   return orgNodeInScope(node, principal, path);
 }
 
+/**
+ * The configuration read. `alert_level` is the level of the light's last evaluation (null before
+ * the first), read as stored, not worked out from the sensors attached now: it is what light1
+ * shows and what the last alert.level_changed announced, and a sensor change takes effect at the
+ * next cycle as a profile change does (spec, Configuration rule 5). So right after its last sensor
+ * is detached, a light evaluated before reads its previous level with `sensors: []`, and a light
+ * no cycle has evaluated yet reads null, as right after its first attach; the next cycle judges
+ * both NO_SENSORS (store/devices.ts detachSensor keeps the second among the lights it evaluates),
+ * writes light1's NO_DATA entry and announces the change, and from then on both read NO_SENSORS.
+ */
 export async function getConfig(deps: DeviceConfigDeps, req: RequestEnvelope, ctx: HandlerContext): Promise<HandlerResult> {
   const { deviceId } = deviceOf(req);
   const [described] = await deps.registry.lookupDevices(callOf(req, ctx), [deviceId]);

@@ -13,11 +13,18 @@ export async function sensorsOf(db: ConfigTx, deviceId: string): Promise<SensorR
   return db.sensor.findMany({ where: { deviceId }, orderBy: { tdlId: 'asc' }, select: { deviceId: true, tdlId: true, profileId: true, label: true, level: true } });
 }
 
-/** Attaches; false when the sensor is already on the device. */
+/**
+ * Attaches; false when the sensor is already on the device. The light is marked pending in the
+ * same statement (see detachSensor).
+ */
 export async function attachSensor(tx: ConfigTx, s: { deviceId: string; tdlId: string; profileId: number | null; label: string | null }): Promise<boolean> {
   const inserted = await tx.$executeRaw`
-    INSERT INTO sensors (device_id, tdl_id, profile_id, label) VALUES (${s.deviceId}, ${s.tdlId}, ${s.profileId}, ${s.label})
-    ON CONFLICT (device_id, tdl_id) DO NOTHING`;
+    WITH attached AS (
+      INSERT INTO sensors (device_id, tdl_id, profile_id, label) VALUES (${s.deviceId}, ${s.tdlId}, ${s.profileId}, ${s.label})
+      ON CONFLICT (device_id, tdl_id) DO NOTHING
+      RETURNING device_id, created_at)
+    INSERT INTO pending_lights (device_id, changed_at) SELECT device_id, created_at FROM attached
+    ON CONFLICT (device_id) DO UPDATE SET changed_at = excluded.changed_at`;
   return inserted === 1;
 }
 
@@ -27,9 +34,21 @@ export async function updateSensor(tx: ConfigTx, deviceId: string, tdlId: string
   return count === 1;
 }
 
+/**
+ * Detaches; false when the sensor is not attached. The light is marked pending in the same
+ * statement: the evaluation cycle lists the lights with a sensor and those with an alert state
+ * (store/evaluation.ts, devicesOfShard), so a light whose only sensor goes before any cycle has
+ * evaluated it would have neither and never be evaluated again; a pending light is evaluated by
+ * the next cycle (NO_SENSORS, as a light that lost its sensors after evaluation), which keeps its
+ * alert state from then on and clears the mark. Attaching marks the light too, so a light that
+ * ever had a sensor is evaluated whichever way the sensor row goes.
+ */
 export async function detachSensor(tx: ConfigTx, deviceId: string, tdlId: string): Promise<boolean> {
-  const { count } = await tx.sensor.deleteMany({ where: { deviceId, tdlId } });
-  return count === 1;
+  const detached = await tx.$executeRaw`
+    WITH detached AS (DELETE FROM sensors WHERE device_id = ${deviceId} AND tdl_id = ${tdlId} RETURNING device_id)
+    INSERT INTO pending_lights (device_id, changed_at) SELECT device_id, now() FROM detached
+    ON CONFLICT (device_id) DO UPDATE SET changed_at = excluded.changed_at`;
+  return detached === 1;
 }
 
 /** The light's chosen signal id, or null for the default. */
@@ -57,5 +76,6 @@ export async function forgetDevice(tx: ConfigTx, deviceId: string, removedAt: Da
   await tx.sensor.deleteMany({ where: { deviceId, createdAt: { lte: removedAt } } });
   await tx.deviceSignal.deleteMany({ where: { deviceId } });
   await tx.alertState.deleteMany({ where: { deviceId } });
+  await tx.pendingLight.deleteMany({ where: { deviceId, changedAt: { lte: removedAt } } });
   await tx.reading.deleteMany({ where: { deviceId, receivedAt: { lte: removedAt } } });
 }

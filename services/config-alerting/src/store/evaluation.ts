@@ -44,12 +44,30 @@ export async function pruneCycles(db: ConfigTx, before: bigint): Promise<void> {
   await db.$executeRaw`DELETE FROM cycle_shards WHERE cycle < ${before}`;
 }
 
-/** The devices of a shard: every light with a sensor, and every one that had an alert state. */
+/**
+ * The devices of a shard: the lights that ever had a sensor (and were not removed since). Every
+ * light with a sensor; every one with an alert state (evaluated before: kept from its first
+ * evaluation, NO_SENSORS once its sensors are gone); and every pending one (a sensor attached or
+ * detached since a cycle last evaluated it, store/devices.ts detachSensor), which is how a light
+ * whose only sensor was detached before its first evaluation is still evaluated. The pending
+ * lights are only those changed since the last cycle (clearPending), so the listing stays a scan
+ * of the same two tables as before plus a handful of rows, not of the fleet's devices.
+ */
 export async function devicesOfShard(db: ConfigTx, shard: number, shards: number): Promise<string[]> {
   const rows = await db.$queryRaw<Array<{ device_id: string }>>`
-    SELECT device_id FROM (SELECT device_id FROM sensors UNION SELECT device_id FROM alert_states) d
+    SELECT device_id FROM (SELECT device_id FROM sensors UNION SELECT device_id FROM alert_states UNION SELECT device_id FROM pending_lights) d
     WHERE mod(abs(hashtext(device_id)::bigint), ${shards}) = ${shard}`;
   return rows.map((r) => r.device_id);
+}
+
+/**
+ * Clears the pending mark of the devices a cycle evaluated, in the transaction that stores their
+ * levels: each of them has an alert state once it commits, which keeps it among the devices
+ * evaluated (a mark set meanwhile by an attach or a detach may go too, for the same reason).
+ */
+export async function clearPending(tx: ConfigTx, deviceIds: string[]): Promise<void> {
+  if (deviceIds.length === 0) return;
+  await tx.$executeRaw`DELETE FROM pending_lights WHERE device_id = ANY(${deviceIds}::bpchar[])`;
 }
 
 export interface SensorSummary extends ReadingSummary {

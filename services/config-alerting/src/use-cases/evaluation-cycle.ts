@@ -157,6 +157,7 @@ export class EvaluationCycle {
       if (!(await evaluation.completeShard(tx, cycle, shard, this.owner, devices.length))) throw new LeaseLost();
       await evaluation.saveSensorLevels(tx, changedSensors);
       const changed = await evaluation.saveDeviceLevels(tx, cycle, deviceLevels, now);
+      await evaluation.clearPending(tx, devices);
       await evaluation.recordLevelChanges(tx, changed, sensorsOf, now);
       return changed.length;
     });
