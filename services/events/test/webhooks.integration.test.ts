@@ -488,10 +488,14 @@ describe('sharing the work', () => {
 
 describe('live stream', () => {
   /** Opens a stream and collects its events until closed. */
-  async function open(p: Principal, query: Record<string, string> = {}) {
+  async function open(p: Principal, query: Record<string, string> = {}): Promise<Partial<Awaited<ReturnType<typeof read>>> & { error?: unknown }> {
     const reply = await call('events.stream.open', p, { query });
     if (!reply.ok) return { error: reply.error };
-    const url = (reply.body as { url: string }).url;
+    return read((reply.body as { url: string }).url);
+  }
+
+  /** Reads a stream's URL and collects its events until closed. */
+  async function read(url: string) {
     const events: Array<{ id: number; type: string; data: Record<string, unknown> }> = [];
     let buffer = '';
     const request = http.get(url);
@@ -617,5 +621,68 @@ describe('live stream', () => {
     s2.close!();
     expect(await call('events.stream.open', p, { query: { types: 'nope.nope' } })).toMatchObject({ ok: false, error: { status: 400 } });
     expect(await call('events.stream.open', p, { query: { device_id: randomDeviceId() } })).toMatchObject({ ok: false, error: { status: 404 } });
+  });
+
+  describe('judging what a stream received together', () => {
+    /** A stream server of its own, whose look-ups of places are watched: the fan-out's are not counted. */
+    let server: StreamServer;
+    let placesOf: jest.SpyInstance<ReturnType<DevicePlaces['placesOf']>, Parameters<DevicePlaces['placesOf']>>;
+    /** The event ids of each look-up of places. */
+    const lookUps = () => placesOf.mock.calls.map(([events]) => events.map((e) => e.message.event.id));
+
+    beforeAll(async () => {
+      const timeouts = { cacheMs: 0, timeoutMs: 2000 };
+      const places = new DevicePlaces(new RegistryClient(bus, { timeoutMs: 2000, logger }), testDb.db, timeouts);
+      placesOf = jest.spyOn(places, 'placesOf');
+      const access = new PartnerAccessDirectory(bus, timeouts);
+      server = new StreamServer({ nc: bus.connection, db: testDb.db, access, places, stream: PARTNER_EVENTS_STREAM, maxPerPartner: 2, keepAliveMs: 60_000, logger });
+      await server.listen(0, '127.0.0.1');
+    });
+    afterAll(() => server?.close());
+    beforeEach(() => placesOf.mockClear());
+
+    const lastPosition = async () => (await (await bus.connection.jetstreamManager()).streams.info(PARTNER_EVENTS_STREAM)).state.last_seq;
+    const replay = async (p: Principal, after: number) => read((await server.issue({ partner: p, types: [], after }))!);
+
+    it('looks up the places of a burst in fewer round trips than events, each event judged once, in order', async () => {
+      const p = partner(['health_read'], [4]);
+      const mine = device([1, 4]);
+      const notMine = device([1, 5]);
+      const after = await lastPosition();
+      const published: string[] = [];
+      for (let i = 0; i < 20; i++) published.push(await publish('device.connected', i % 2 === 0 ? mine : notMine, connected()));
+      const stream = await replay(p, after);
+      await waitFor(() => stream.events.length === 10, { what: 'the burst' });
+      stream.close();
+      expect(stream.events.map((e) => e.data.id)).toEqual(published.filter((_, i) => i % 2 === 0));
+      expect(stream.events.map((e) => e.id)).toEqual([...stream.events.map((e) => e.id)].sort((a, b) => a - b));
+      expect(lookUps().flat()).toEqual(published);
+      expect(placesOf.mock.calls.length).toBeLessThan(published.length);
+    });
+
+    it('judges the events of one look-up each at its own position: a move between them counts', async () => {
+      const oldOrg = partner(['system_read'], [30]);
+      const newOrg = partner(['system_read'], [31]);
+      registry.orgPaths.set(31, [1, 31]);
+      const id = device([1, 30]);
+      const neighbour = device([1, 30]);
+      const after = await lastPosition();
+      const before = await publish('system.log_received', id, { line: 'before' });
+      registry.described.set(id, { ...registry.described.get(id)!, org_node: { id: 31, parent_id: 1, name: 'n31' } });
+      const moved = await publish('device.moved', id, { from_org_node_id: 30, to_org_node_id: 31 }, [30, 31]);
+      const later = await publish('system.log_received', id, { line: 'after' });
+      const marker = await publish('system.log_received', neighbour, { line: 'still at 30' });
+      // The fan-out has recorded the move: the history says where the device was before it.
+      await waitFor(() => testDb.db.placeChange.findUnique({ where: { eventId: moved } }).then((c) => c ?? undefined), { what: 'the move recorded' });
+      const oldStream = await replay(oldOrg, after);
+      const newStream = await replay(newOrg, after);
+      await waitFor(() => oldStream.events.some((e) => e.data.id === marker) && newStream.events.some((e) => e.data.id === later), { what: 'the replays' });
+      oldStream.close();
+      newStream.close();
+      expect(oldStream.events.map((e) => e.data.id)).toEqual([before, moved, marker]);
+      expect(newStream.events.map((e) => e.data.id)).toEqual([moved, later]);
+      // Both streams judged the events on either side of the move in one look-up.
+      expect(lookUps().filter((ids) => ids.includes(before) && ids.includes(later))).toHaveLength(2);
+    });
   });
 });
