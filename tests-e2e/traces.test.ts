@@ -85,14 +85,26 @@ it('continues a partner’s trace through gateway, light-command and mqtt-bridge
     () => new Set(inTrace().map((s) => s.service)).size >= 3 && inTrace().some((s) => s.service === 'mqtt-bridge') && inTrace().some((s) => s.service === 'gateway' && s.parentSpanId === partnerSpan),
     { timeoutMs: 15_000, what: 'spans of gateway (its request span among them), light-command and mqtt-bridge' },
   );
-  const byId = new Map(inTrace().map((s) => [s.spanId, s]));
   const gateway = inTrace().find((s) => s.service === 'gateway' && s.parentSpanId === partnerSpan);
   expect(gateway?.name).toBe('POST /v1/devices/{device_id}/commands');
-  // Every other span of the trace hangs, hop by hop, from the gateway's: none is orphaned.
-  for (const s of inTrace()) {
+  const reachesGateway = (s: Span, byId: Map<string, Span>): boolean => {
     let at: Span | undefined = s;
     while (at && at !== gateway) at = byId.get(at.parentSpanId);
-    expect({ span: `${s.service} ${s.name}`, reachesGateway: at === gateway }).toEqual({ span: `${s.service} ${s.name}`, reachesGateway: true });
+    return at === gateway;
+  };
+  // Each service exports its spans on its own schedule: a child can arrive before the span
+  // between it and the gateway's. Wait until the chain is whole (or the time is up), then check.
+  await waitFor(
+    () => {
+      const byId = new Map(inTrace().map((s) => [s.spanId, s]));
+      return inTrace().every((s) => reachesGateway(s, byId));
+    },
+    { timeoutMs: 15_000, what: 'every span of the trace hanging from the gateway’s' },
+  ).catch(() => undefined);
+  // Every other span of the trace hangs, hop by hop, from the gateway's: none is orphaned.
+  const byId = new Map(inTrace().map((s) => [s.spanId, s]));
+  for (const s of inTrace()) {
+    expect({ span: `${s.service} ${s.name}`, reachesGateway: reachesGateway(s, byId) }).toEqual({ span: `${s.service} ${s.name}`, reachesGateway: true });
   }
   // The trace id is in the log lines of every service that handled the command.
   for (const service of ['gateway', 'light-command', 'mqtt-bridge']) {

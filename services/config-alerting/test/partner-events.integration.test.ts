@@ -206,7 +206,8 @@ describe('a light whose only sensor was detached before any cycle evaluated it',
       writtenPayload: NO_DATA,
     });
     expect(await eventsOf(early)).toHaveLength(1);
-    expect(lights.writesTo(early)).toEqual([NO_DATA]);
+    // Nothing else is written; light1 may be written the same entry again in its hourly slot.
+    expect(new Set(lights.writesTo(early))).toEqual(new Set([NO_DATA]));
 
     // A sensor attached again is evaluated as any.
     await attachSensor(testDb.db, sensor(early));
