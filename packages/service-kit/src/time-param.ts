@@ -8,7 +8,9 @@ import { ValidationError } from './errors';
 /** Supported range (inclusive): 1970-01-01T00:00:00Z to 9999-12-31T23:59:59Z, epoch seconds 0 to 253402300799. */
 export const TIME_MIN_MS = 0;
 export const TIME_MAX_MS = 253_402_300_799_000;
-const RANGE_TEXT = '1970-01-01T00:00:00Z to 9999-12-31T23:59:59Z (epoch seconds 0 to 253402300799)';
+/** An instant of the range as ISO 8601 to the second (`9999-12-31T23:59:59Z`). */
+export const isoSeconds = (ms: number): string => new Date(ms).toISOString().replace('.000Z', 'Z');
+const RANGE_TEXT = `${isoSeconds(TIME_MIN_MS)} to ${isoSeconds(TIME_MAX_MS)} (epoch seconds ${TIME_MIN_MS / 1000} to ${TIME_MAX_MS / 1000})`;
 
 const EPOCH_SECONDS = /^-?\d{1,12}(\.\d{1,6})?$/;
 /**

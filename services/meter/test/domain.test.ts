@@ -1,7 +1,7 @@
-import { ValidationError } from '@fleet/service-kit';
 import { fromBeforeClear } from '../src/domain/clears';
 import { bucketsFor, energyPoints, energyTotal, parseZone } from '../src/domain/energy';
-import { decodeCursor, encodeCursor, parseTime, planIntervals } from '../src/domain/query';
+import { parseTimeParam, ValidationError } from '@fleet/service-kit';
+import { decodeCursor, encodeCursor, planIntervals } from '../src/domain/query';
 import { storedRow } from '../src/domain/ingest-plan';
 import { deriveFields, parseRecord, QUARANTINE_REASONS } from '../src/domain/record';
 import { parseAck, parseLive } from '../src/domain/requests';
@@ -144,11 +144,11 @@ describe('flags from the previous record', () => {
 
 describe('times and cursors', () => {
   it('reads ISO 8601 and epoch seconds', () => {
-    expect(parseTime('2026-06-01T12:00:00Z', 'start').toISOString()).toBe('2026-06-01T12:00:00.000Z');
-    expect(parseTime('2026-06-01T14:00:00+02:00', 'start').toISOString()).toBe('2026-06-01T12:00:00.000Z');
-    expect(parseTime('1780315200', 'start').toISOString()).toBe('2026-06-01T12:00:00.000Z');
-    expect(() => parseTime('yesterday', 'start')).toThrow(ValidationError);
-    expect(() => parseTime('2026-13-01T00:00:00Z', 'end')).toThrow("invalid 'end'");
+    expect(parseTimeParam('2026-06-01T12:00:00Z', 'start').toISOString()).toBe('2026-06-01T12:00:00.000Z');
+    expect(parseTimeParam('2026-06-01T14:00:00+02:00', 'start').toISOString()).toBe('2026-06-01T12:00:00.000Z');
+    expect(parseTimeParam('1780315200', 'start').toISOString()).toBe('2026-06-01T12:00:00.000Z');
+    expect(() => parseTimeParam('yesterday', 'start')).toThrow(ValidationError);
+    expect(() => parseTimeParam('2026-13-01T00:00:00Z', 'end')).toThrow("invalid 'end'");
   });
 
   it('round-trips URL-safe cursors and refuses another device’s or a tampered one', () => {
@@ -161,12 +161,12 @@ describe('times and cursors', () => {
   });
 
   it('keeps every time inside 1970-01-01T00:00:00Z .. 9999-12-31T23:59:59Z', () => {
-    expect(parseTime('1970-01-01T00:00:00Z', 'start').getTime()).toBe(0);
-    expect(parseTime('0', 'start').getTime()).toBe(0);
-    expect(parseTime('9999-12-31T23:59:59Z', 'end').toISOString()).toBe('9999-12-31T23:59:59.000Z');
-    expect(parseTime('253402300799', 'end').toISOString()).toBe('9999-12-31T23:59:59.000Z');
+    expect(parseTimeParam('1970-01-01T00:00:00Z', 'start').getTime()).toBe(0);
+    expect(parseTimeParam('0', 'start').getTime()).toBe(0);
+    expect(parseTimeParam('9999-12-31T23:59:59Z', 'end').toISOString()).toBe('9999-12-31T23:59:59.000Z');
+    expect(parseTimeParam('253402300799', 'end').toISOString()).toBe('9999-12-31T23:59:59.000Z');
     for (const outside of ['-271821-04-20T00:00:00Z', '-004714-01-01T00:00:00Z', '1969-12-31T23:59:59Z', '-1', '253402300800', '+010000-01-01T00:00:00Z', '+275760-09-13T00:00:00Z']) {
-      expect(() => parseTime(outside, 'received_since')).toThrow("invalid 'received_since': outside the supported range");
+      expect(() => parseTimeParam(outside, 'received_since')).toThrow("invalid 'received_since': outside the supported range");
     }
   });
 

@@ -1,4 +1,5 @@
 import { CHANNELS, PERMISSIONS } from '@fleet/contracts';
+import { isoSeconds, TIME_MAX_MS, TIME_MIN_MS } from '@fleet/service-kit';
 import type { JsonSchema } from './types';
 import { DEVICE_ID_PATTERN } from '@fleet/device-protocol';
 
@@ -14,12 +15,15 @@ export const CONTROL_FREE_PATTERN = '^[^\\u0000-\\u001F\\u007F]*$';
 /** A name-like text field: `schema` plus the control-free pattern. */
 export const nameText = (schema: JsonSchema = {}): JsonSchema => ({ type: 'string', ...schema, pattern: CONTROL_FREE_PATTERN });
 
-/** Supported range of every date/time query parameter (inclusive), and how the guide and reference state it. */
+/**
+ * Supported range of every date/time query parameter (inclusive): the owning services parse them
+ * with the kit's parseTimeParam, whose range this states for the guide and the reference.
+ */
 export const TIME_RANGE = {
-  min: '1970-01-01T00:00:00Z',
-  max: '9999-12-31T23:59:59Z',
-  minEpochSeconds: 0,
-  maxEpochSeconds: 253_402_300_799,
+  min: isoSeconds(TIME_MIN_MS),
+  max: isoSeconds(TIME_MAX_MS),
+  minEpochSeconds: TIME_MIN_MS / 1000,
+  maxEpochSeconds: TIME_MAX_MS / 1000,
 } as const;
 export const TIME_RANGE_TEXT = `from ${TIME_RANGE.min} to ${TIME_RANGE.max} (epoch seconds ${TIME_RANGE.minEpochSeconds} to ${TIME_RANGE.maxEpochSeconds}); outside it is 400 \`validation_error\``;
 

@@ -1,6 +1,10 @@
 import { parseTimeParam, TIME_MAX_MS, TIME_MIN_MS, ValidationError } from '@fleet/service-kit';
 
-/** Query parameters of the meter read routes: times, cursors and the interval modes. Pure. */
+/**
+ * Query parameters of the meter read routes: times, cursors and the interval modes. Pure.
+ * start, end and received_since follow the API's one rule for date/time query parameters
+ * (parseTimeParam of the kit, as system-files' `since` does), so no route reads a time another refuses.
+ */
 
 /** Widest start/end window of GET .../intervals (by start time): 366 days. */
 export const INTERVALS_RANGE_CAP_MS = 366 * 86_400_000;
@@ -10,15 +14,6 @@ export const DEFAULT_WINDOW_MS = 86_400_000;
 export const DEFAULT_LIMIT = 200;
 export const MAX_LIMIT = 1000;
 
-/**
- * start, end and received_since: the API's one rule for date/time query parameters (ISO 8601
- * calendar date-times, no offset meaning UTC, or epoch seconds, inside 1970-01-01T00:00:00Z to
- * 9999-12-31T23:59:59Z), shared with system-files' `since` so that no route reads a time another
- * refuses. It replaced luxon's DateTime.fromISO here, which also took week and ordinal dates, a
- * time alone (today's, by the clock) and offsets such as +99:00. Throws a 400 naming the parameter.
- */
-export const parseTime = parseTimeParam;
-
 export interface Window {
   start: Date;
   end: Date;
@@ -26,8 +21,8 @@ export interface Window {
 
 /** start/end with the defaults (end now, start 24 hours before end) and the checks. */
 export function resolveWindow(query: { start?: unknown; end?: unknown }, now: Date, capMs: number, what = 'range'): Window {
-  const end = query.end !== undefined ? parseTime(query.end, 'end') : now;
-  const start = query.start !== undefined ? parseTime(query.start, 'start') : new Date(end.getTime() - DEFAULT_WINDOW_MS);
+  const end = query.end !== undefined ? parseTimeParam(query.end, 'end') : now;
+  const start = query.start !== undefined ? parseTimeParam(query.start, 'start') : new Date(end.getTime() - DEFAULT_WINDOW_MS);
   if (start.getTime() >= end.getTime()) throw new ValidationError("invalid 'start': must be before 'end'");
   if (end.getTime() - start.getTime() > capMs) {
     throw new ValidationError(`invalid ${what}: at most ${Math.round(capMs / 86_400_000)} days between 'start' and 'end'`);
@@ -138,14 +133,14 @@ export function planIntervals(query: Record<string, unknown>, deviceId: string, 
       throw new ValidationError("invalid query: 'received_since' or an arrival cursor cannot be combined with 'start', 'end' or 'unknown_time'");
     }
     if (cursor?.m === 'r') return { mode: 'received', receivedSince: null, afterArrival: cursor.a, epoch: cursor.ep, limit };
-    return { mode: 'received', receivedSince: parseTime(query.received_since, 'received_since'), afterArrival: null, epoch: null, limit };
+    return { mode: 'received', receivedSince: parseTimeParam(query.received_since, 'received_since'), afterArrival: null, epoch: null, limit };
   }
   if (has('received_since')) {
     throw new ValidationError("invalid query: 'received_since' cannot be combined with a cursor by start time");
   }
   if (cursor?.m === 's') {
-    if (has('start') && parseTime(query.start, 'start').getTime() !== cursor.s) throw new ValidationError("invalid 'start': it must equal the first request's when a cursor is sent");
-    if (has('end') && parseTime(query.end, 'end').getTime() !== cursor.e) throw new ValidationError("invalid 'end': it must equal the first request's when a cursor is sent");
+    if (has('start') && parseTimeParam(query.start, 'start').getTime() !== cursor.s) throw new ValidationError("invalid 'start': it must equal the first request's when a cursor is sent");
+    if (has('end') && parseTimeParam(query.end, 'end').getTime() !== cursor.e) throw new ValidationError("invalid 'end': it must equal the first request's when a cursor is sent");
     if (unknownTime !== undefined && unknownTime !== cursor.u) throw new ValidationError("invalid 'unknown_time': it must equal the first request's when a cursor is sent");
     return { mode: 'start', window: { start: new Date(cursor.s), end: new Date(cursor.e) }, unknownTime: cursor.u, after: cursor.k, limit };
   }
