@@ -5,15 +5,18 @@
 // records per second, reported as a ratio to a bare multi-row INSERT of the same rows (all
 // columns, 1000 per statement) into a table of the same shape in the same database, measured in
 // the same run. Then a year of 15-minute records of one meter, and the p50/p99 latency of
-// GET .../intervals and GET .../energy through the gateway.
+// GET .../intervals and GET .../energy through the gateway, beside a bare express app answering
+// one answer of each read (the same bytes) to the same client.
 const crypto = require('node:crypto');
 const http = require('node:http');
+const fs = require('node:fs');
 const path = require('node:path');
 const { performance } = require('node:perf_hooks');
 const { Client } = require('pg');
 const { connect: natsConnect, headers: natsHeaders } = require('nats');
 const { ROOT } = require('@fleet/launcher');
 const { bareInsertRate } = require('../lib/bare-insert');
+const { startBareExpressWith } = require('../lib/proc');
 const { gatewayAdmin, databaseUrl, startPrivateFleet, waitUntil } = require('../lib/fleet-setup');
 
 const SERVICES = ['device-registry', 'meter', 'mqtt-bridge', 'gateway'];
@@ -54,17 +57,21 @@ function percentiles(samples) {
  */
 function getter(baseUrl, headers) {
   const agent = new http.Agent({ keepAlive: true, maxSockets: 1 });
-  const get = (url) =>
+  /** Resolves with the ms until the whole answer arrived (and its text when `keep`). */
+  const request = (url, keep) =>
     new Promise((resolve, reject) => {
       const s = performance.now();
+      const chunks = [];
       http
         .get(`${baseUrl}${url}`, { agent, headers }, (res) => {
-          res.on('data', () => undefined);
-          res.on('end', () => (res.statusCode === 200 ? resolve(performance.now() - s) : reject(new Error(`GET ${url} answered ${res.statusCode}`))));
+          res.on('data', (chunk) => keep && chunks.push(chunk));
+          res.on('end', () =>
+            res.statusCode === 200 ? resolve({ ms: performance.now() - s, text: Buffer.concat(chunks).toString('utf8') }) : reject(new Error(`GET ${url} answered ${res.statusCode}`)),
+          );
         })
         .on('error', reject);
     });
-  return { get, close: () => agent.destroy() };
+  return { get: async (url) => (await request(url, false)).ms, body: async (url) => JSON.parse((await request(url, true)).text), close: () => agent.destroy() };
 }
 
 async function run(ctx) {
@@ -186,15 +193,21 @@ async function run(ctx) {
   }
   await waitUntil(async () => (await stored()) >= total + YEAR_RECORDS, 300_000, 'the year of records');
   await db.query('ANALYZE interval_records');
-  const { get, close: closeGetter } = getter(fleet.gatewayUrl, { authorization: headers.authorization });
+  const { get, body, close: closeGetter } = getter(fleet.gatewayUrl, { authorization: headers.authorization });
   ctx.onCleanup(async () => closeGetter());
   const day = (k) => new Date((yearStart + (k % 364) * 86_400) * 1000).toISOString();
   const latency = {};
-  const measure = async (name, urlOf) => {
-    for (let k = 0; k < 10; k++) await get(urlOf(k)); // warm-up
+  /** One answer of each read, served again by the bare baseline below: { path: body }. */
+  const answers = {};
+  const sequentialSamples = async (getOne, urlOf) => {
+    for (let k = 0; k < 10; k++) await getOne(urlOf(k)); // warm-up
     const samples = [];
-    for (let k = 0; k < LATENCY_REQUESTS; k++) samples.push(await get(urlOf(k * 7)));
-    latency[name] = percentiles(samples);
+    for (let k = 0; k < LATENCY_REQUESTS; k++) samples.push(await getOne(urlOf(k * 7)));
+    return percentiles(samples);
+  };
+  const measure = async (name, urlOf) => {
+    latency[name] = await sequentialSamples(get, urlOf);
+    answers[`/answer/${Object.keys(answers).length}`] = await body(urlOf(0));
   };
   const base = `/v1/meter/devices/${yearMeter}`;
   log(`latency: ${LATENCY_REQUESTS} sequential requests each...`);
@@ -202,6 +215,21 @@ async function run(ctx) {
   await measure('intervals (limit 1000)', (k) => `${base}/intervals?start=${day(k % 300)}&end=${day((k % 300) + 30)}&limit=1000`);
   await measure('energy (day buckets, a year, Europe/Berlin)', () => `${base}/energy?bucket=day&tz=Europe/Berlin&start=2025-01-01T00:00:00Z&end=2026-01-01T00:00:00Z`);
   await measure('energy (hour buckets, 80 days, America/New_York)', (k) => `${base}/energy?tz=America/New_York&start=${day(k % 280)}&end=${day((k % 280) + 80)}`);
+
+  // The machine's floor for answers of these sizes: bare express answering the same bodies
+  // (res.json, so it writes the JSON text anew each time) to the same client, one at a time.
+  log(`bare express answering the same answers: ${LATENCY_REQUESTS} sequential requests each...`);
+  const bodiesFile = path.join(priv.logDir, 'bare-answers.json');
+  fs.writeFileSync(bodiesFile, JSON.stringify(answers));
+  const bare = await startBareExpressWith(bodiesFile, { logFile: path.join(priv.logDir, 'bare-express.log') });
+  ctx.onCleanup(() => bare.stop());
+  const bareGetter = getter(bare.url, {});
+  ctx.onCleanup(async () => bareGetter.close());
+  const bareLatency = {};
+  for (const [i, name] of Object.keys(latency).entries()) {
+    bareLatency[name] = { ...(await sequentialSamples(bareGetter.get, () => `/answer/${i}`)), bytes: JSON.stringify(answers[`/answer/${i}`]).length };
+  }
+  await bare.stop();
 
   const ratio = fleetRate / bareRate;
   const latencyMissed = Object.entries(LATENCY_TARGETS_MS).filter(([name, ms]) => !(latency[name].p99 <= ms)).map(([name]) => name);
@@ -217,6 +245,7 @@ async function run(ctx) {
     rate_ratio: ratio,
     target_ratio: TARGET_RATIO,
     latency_ms: latency,
+    bare_same_answer_latency_ms: bareLatency,
     latency_targets_p99_ms: LATENCY_TARGETS_MS,
     latency_missed: latencyMissed,
     pass: ratio >= TARGET_RATIO && latencyMissed.length === 0,
@@ -230,15 +259,18 @@ function table(result) {
       ['records stored / s (fleet, draining DEVICE_IN)', result.fleet_records_per_s.toFixed(0)],
       ['rows / s (bare multi-row INSERT, same rows)', result.bare_insert_rows_per_s.toFixed(0)],
       ['ratio (target >= 0.5)', result.rate_ratio.toFixed(3)],
-      ...Object.entries(result.latency_ms).map(([name, l]) => [
-        `GET ${name} p50 / p99 ms${result.latency_targets_p99_ms[name] ? ` (p99 target <= ${result.latency_targets_p99_ms[name]})` : ''}`,
-        `${l.p50} / ${l.p99}`,
-      ]),
+      ...Object.entries(result.latency_ms).flatMap(([name, l]) => {
+        const bare = result.bare_same_answer_latency_ms?.[name];
+        return [
+          [`GET ${name} p50 / p99 ms${result.latency_targets_p99_ms[name] ? ` (p99 target <= ${result.latency_targets_p99_ms[name]})` : ''}`, `${l.p50} / ${l.p99}`],
+          ...(bare ? [[`  bare express, the same answer (${Math.round(bare.bytes / 1024)} KB) p50 / p99 ms`, `${bare.p50} / ${bare.p99}`]] : []),
+        ];
+      }),
     ],
     notes: [
       `${result.settings.meters} meters sent ${result.stored_records} records while the meter service was paused; stored in ${result.ingest_seconds.toFixed(2)} s after it resumed.   ${result.rate_ratio >= result.target_ratio ? 'OK' : 'BELOW TARGET'}`,
       `latency targets: ${result.latency_missed.length === 0 ? 'met' : `MISSED for ${result.latency_missed.join('; ')}`}`,
-      `latency: ${result.settings.latency_requests} sequential requests through the gateway over ${result.settings.year_records} records of one meter.`,
+      `latency: ${result.settings.latency_requests} sequential requests through the gateway over ${result.settings.year_records} records of one meter; "bare express, the same answer": one answer of each read served by a bare express app to the same client, this machine's floor for an answer of that size.`,
     ],
   };
 }

@@ -93,4 +93,8 @@ function startBaseline(script, { label = script, env: extra = {}, logFile, nodeO
 const startBareExpress = (body, { logFile, nodeOptions } = {}) =>
   startBaseline('bare-express.js', { label: 'bare express baseline', env: { BENCH_BODY: JSON.stringify(body) }, logFile, nodeOptions });
 
-module.exports = { memoryOf, cpuTimeMs, cpuTimesMs, ownCpuTimeMs, machineBusyMs, startBaseline, startBareExpress };
+/** The bare express baseline answering each path of `bodiesFile` (a JSON file of { path: body }) with its body. */
+const startBareExpressWith = (bodiesFile, { logFile, nodeOptions } = {}) =>
+  startBaseline('bare-express.js', { label: 'bare express baseline', env: { BENCH_BODIES_FILE: bodiesFile }, logFile, nodeOptions });
+
+module.exports = { memoryOf, cpuTimeMs, cpuTimesMs, ownCpuTimeMs, machineBusyMs, startBaseline, startBareExpress, startBareExpressWith };
