@@ -101,6 +101,10 @@ async function main() {
     privateNats: process.env.FLEET_PRIVATE_NATS === '1',
     replicas: replicasFromEnv(process.env.FLEET_REPLICAS),
     supervise,
+    // Ctrl-C reaches the whole foreground group: the broker and nats-server are kept out of it,
+    // so they stop after the services have drained instead of under them (killEverything
+    // covers every other way out).
+    brokersOwnProcessGroup: true,
     signal: aborter.signal,
     onEvent: (event) => {
       if (!started || exiting) return;

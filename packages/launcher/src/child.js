@@ -6,11 +6,14 @@ const { spawn } = require('node:child_process');
 
 /**
  * Spawns `command` with stdout and stderr appended to `logFile` (ignored without one).
+ * `ownProcessGroup`: the process gets a process group of its own, so a terminal's Ctrl-C (sent
+ * to the whole foreground group) does not reach it and its owner decides when it stops; the
+ * owner must then make sure it never outlives it.
  * Returns { child, exited(), whenExited } ; `onExit(code, signal)` is called once it exits.
  */
-function spawnLogged(command, args, { logFile, env, cwd, onExit } = {}) {
+function spawnLogged(command, args, { logFile, env, cwd, onExit, ownProcessGroup = false } = {}) {
   const log = logFile ? fs.openSync(logFile, 'a') : 'ignore';
-  const child = spawn(command, args, { stdio: ['ignore', log, log], ...(env ? { env } : {}), ...(cwd ? { cwd } : {}) });
+  const child = spawn(command, args, { stdio: ['ignore', log, log], detached: ownProcessGroup, ...(env ? { env } : {}), ...(cwd ? { cwd } : {}) });
   if (typeof log === 'number') fs.closeSync(log);
   let exited = false;
   const whenExited = new Promise((resolve) => {

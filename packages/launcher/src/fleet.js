@@ -103,6 +103,10 @@ function describeExit(code, signal) {
  *   backoff: { initialMs: 500, factor: 2, maxMs: 30000, resetAfterMs: 60000 } (a process up
  *     for resetAfterMs before it exited is restarted after initialMs again);
  *   stopGraceMs (10000): how long stop() waits after SIGTERM before SIGKILL;
+ *   brokersOwnProcessGroup (default false): Mosquitto and the private nats-server run in
+ *     process groups of their own, so a terminal's Ctrl-C reaches the caller and the services
+ *     but not them, and stop() ends them after the services have drained (the caller must
+ *     kill them should it exit any other way, as scripts/fleet.js does);
  *   stateFile: where the fleet's current pids and ports are kept as JSON while it runs
  *     (default <dataDir>/fleet.json when dataDir is given, none otherwise; removed by stop());
  *   onEvent(event): every event (see below); onUnexpectedExit(name, code, signal, replica):
@@ -396,6 +400,7 @@ async function startFleet(options = {}) {
       port,
       storeDir: path.join(dataDir, 'nats'),
       stopGraceMs,
+      ownProcessGroup: options.brokersOwnProcessGroup,
       onExit: (code, signal) => {
         const pid = nats.pid;
         emit({ type: 'nats-exit', pid, code, signal, message: `nats-server (pid ${pid}) exited with ${describeExit(code, signal)}` });
@@ -448,6 +453,7 @@ async function startFleet(options = {}) {
       dataDir: mqttDataDir,
       adminUsername: options.mqttAdminUsername ?? 'fleet-admin',
       adminPassword: loadOrCreateAdminPassword(mqttDataDir),
+      ownProcessGroup: options.brokersOwnProcessGroup,
     };
     await startBroker('fleet start');
     Object.assign(env, { MQTT_URL: broker.url, MQTT_ADMIN_USERNAME: broker.adminUsername, MQTT_ADMIN_PASSWORD: broker.adminPassword });

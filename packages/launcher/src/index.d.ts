@@ -46,6 +46,7 @@ export function startNatsServer(options?: {
   storeDir?: string;
   onExit?: (code: number | null, signal: NodeJS.Signals | null) => void;
   stopGraceMs?: number;
+  ownProcessGroup?: boolean;
 }): Promise<PrivateNatsServer>;
 
 export interface DynsecBroker {
@@ -66,6 +67,7 @@ export function startDynsecBroker(options: {
   adminUsername?: string;
   adminPassword?: string;
   readyTimeoutMs?: number;
+  ownProcessGroup?: boolean;
 }): Promise<DynsecBroker>;
 /** The broker admin password kept in dataDir (mode 0600), generated on first use. */
 export function loadOrCreateAdminPassword(dataDir: string): string;
@@ -159,6 +161,8 @@ export interface FleetOptions {
   supervise?: boolean;
   backoff?: Partial<Backoff>;
   stopGraceMs?: number;
+  /** Mosquitto and the private nats-server out of the caller's process group (see fleet.js). */
+  brokersOwnProcessGroup?: boolean;
   stateFile?: string | null;
   onEvent?: (event: FleetEvent) => void;
   onUnexpectedExit?: (name: string, code: number | null, signal: string | null, replica: number) => void;

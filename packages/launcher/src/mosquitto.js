@@ -114,7 +114,7 @@ function writeConfig(dataDir, port) {
  * port is 0 or missing), keeping its config, plugin file, persistence and log in dataDir.
  * Resolves once the port accepts connections.
  * options: { port, dataDir, adminUsername = 'fleet-admin', adminPassword (default: kept in
- *   dataDir/admin-password), readyTimeoutMs = 10000 }
+ *   dataDir/admin-password), readyTimeoutMs = 10000, ownProcessGroup = false (see spawnLogged) }
  */
 async function startDynsecBroker(options) {
   const dataDir = path.resolve(options.dataDir);
@@ -129,7 +129,7 @@ async function startDynsecBroker(options) {
   ensureBridgeRole(file, adminUsername);
   const conf = writeConfig(dataDir, port);
   const logFile = path.join(dataDir, 'mosquitto.log');
-  const proc = spawnLogged(MOSQUITTO, ['-c', conf], { logFile });
+  const proc = spawnLogged(MOSQUITTO, ['-c', conf], { logFile, ownProcessGroup: options.ownProcessGroup });
 
   const stop = () => stopChild(proc, 5000);
 

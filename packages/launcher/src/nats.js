@@ -11,7 +11,7 @@ const { accepting, freePort } = require('./ports');
  * options: { port (default: a free one), storeDir (default: a new temp dir, removed on stop;
  *   a given one is kept, so its JetStream streams survive a restart on the same dir),
  *   onExit(code, signal): called when the server exits without stop() having been called,
- *   stopGraceMs (default 10000: SIGKILL after that) }
+ *   stopGraceMs (default 10000: SIGKILL after that), ownProcessGroup (default false: see spawnLogged) }
  * Resolves once the port accepts connections to { url, port, pid, storeDir, stop }.
  */
 async function startNatsServer(options = {}) {
@@ -22,6 +22,7 @@ async function startNatsServer(options = {}) {
   const bin = process.env.NATS_SERVER_BIN ?? '/usr/sbin/nats-server';
   let stopping = false;
   const proc = spawnLogged(bin, ['-a', '127.0.0.1', '-p', String(port), '-js', '-sd', storeDir], {
+    ownProcessGroup: options.ownProcessGroup,
     onExit: (code, signal) => {
       if (!stopping) options.onExit?.(code, signal);
     },
