@@ -22,6 +22,12 @@ export interface PullConsumerOptions {
   /** Seconds a delivered message may stay unacknowledged before JetStream redelivers it (default 30). */
   ackWaitS?: number;
   /**
+   * How long a consumer that has not consumed yet waits for its stream with an info line only
+   * (default 30,000 ms): at a fleet's start the stream's owner (the bridge) may not have made it
+   * yet, which is nobody's fault. Past this, and for any other failure, it warns.
+   */
+  streamWaitGraceMs?: number;
+  /**
    * Handles one batch; resolves once its effects are committed. May return the messages that
    * must never be retried (they are terminated); every other one is acknowledged.
    */
@@ -30,6 +36,9 @@ export interface PullConsumerOptions {
 }
 
 const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
+
+/** True for the failure every fresh fleet start shows: the stream is not there yet. */
+const isStreamNotFound = (err: unknown): boolean => /stream not found/i.test((err as Error)?.message ?? '');
 
 /**
  * A durable JetStream pull consumer shared by every replica of a service (JetStream hands each
@@ -42,6 +51,8 @@ export class DurablePullConsumer {
   private running = false;
   private loop?: Promise<void>;
   private ensured = false;
+  /** Consuming started at least once since start(). */
+  private consumed = false;
 
   constructor(
     private readonly nc: NatsConnection,
@@ -99,6 +110,9 @@ export class DurablePullConsumer {
   private async run(): Promise<void> {
     const { logger } = this.options;
     let failures = 0;
+    /** When the current run of failures began, and whether it was warned about. */
+    let failingSince = 0;
+    let warned = false;
     while (this.running && !this.nc.isClosed()) {
       let messages: ConsumerMessages | undefined;
       try {
@@ -121,6 +135,9 @@ export class DurablePullConsumer {
             wake?.();
           },
         });
+        this.consumed = true;
+        failingSince = 0;
+        warned = false;
         const closed = messages.closed().then(() => undefined);
         let ended = false;
         void closed.then(() => {
@@ -161,7 +178,14 @@ export class DurablePullConsumer {
         await messages?.close().catch(() => undefined);
         this.ensured = false;
         failures++;
-        if (failures === 1 || failures % 30 === 0) logger.warn({ err: (err as Error).message, stream: this.options.stream }, 'consumer not available yet; retrying');
+        failingSince ||= Date.now();
+        const details = { err: (err as Error).message, stream: this.options.stream };
+        if (!this.consumed && isStreamNotFound(err) && Date.now() - failingSince < (this.options.streamWaitGraceMs ?? 30_000)) {
+          if (failures === 1) logger.info(details, 'stream does not exist yet (its owner makes it at start); waiting');
+        } else if (!warned || failures % 30 === 0) {
+          logger.warn(details, 'consumer not available; retrying');
+          warned = true;
+        }
         if (this.running) await sleep(Math.min(2000, 200 * failures));
       }
     }

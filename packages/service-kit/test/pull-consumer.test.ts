@@ -1,9 +1,16 @@
 import { AckPolicy, connect, type NatsConnection, StringCodec } from 'nats';
-import { createLogger, DurablePullConsumer, metricsRegistry } from '@fleet/service-kit';
+import { createLogger, DurablePullConsumer, metricsRegistry, type Logger } from '@fleet/service-kit';
 import { trackConsumer, untrackConsumer } from '../src/consumer-metrics';
 import { startPrivateNats, waitFor, type PrivateNats } from '@fleet/test-kit';
 
 const sc = StringCodec();
+
+/** A logger whose entries (pino's JSON lines, parsed) are kept for the test to read. */
+function recordingLogger(): { logger: Logger; entries: Array<{ level: number; msg: string; stream?: string }> } {
+  const entries: Array<{ level: number; msg: string; stream?: string }> = [];
+  const logger = createLogger('test', 'debug', undefined, { write: (line: string) => void entries.push(JSON.parse(line) as (typeof entries)[number]) });
+  return { logger, entries };
+}
 let nats: PrivateNats;
 let nc: NatsConnection;
 
@@ -21,12 +28,13 @@ describe('DurablePullConsumer', () => {
   it('waits for its stream, acks a batch after it was processed, and redelivers a failed batch', async () => {
     const seen: string[] = [];
     let failOnce = true;
+    const log = recordingLogger();
     const consumer = new DurablePullConsumer(nc, {
       stream: 'S1',
       durable: 'worker',
       filterSubject: 'in.>',
       batch: 10,
-      logger: createLogger('test', 'silent'),
+      logger: log.logger,
       process: async (messages) => {
         if (failOnce && messages.some((m) => sc.decode(m.data) === 'b')) {
           failOnce = false;
@@ -48,6 +56,29 @@ describe('DurablePullConsumer', () => {
     expect(info.num_ack_pending).toBe(0);
     expect(info.num_pending).toBe(0);
     expect(failOnce).toBe(false);
+    // Waiting for a stream at start is expected: one info line, no warning.
+    expect(log.entries.filter((e) => e.stream === 'S1').map((e) => [e.level, e.msg])).toEqual([[30, 'stream does not exist yet (its owner makes it at start); waiting']]);
+  });
+
+  it('warns once its stream has been missing for longer than the grace', async () => {
+    const log = recordingLogger();
+    const consumer = new DurablePullConsumer(nc, {
+      stream: 'S_MISSING',
+      durable: 'worker',
+      filterSubject: 'missing.>',
+      batch: 10,
+      streamWaitGraceMs: 300,
+      logger: log.logger,
+      process: async () => undefined,
+    });
+    consumer.start();
+    const waits = () => log.entries.filter((e) => e.stream === 'S_MISSING').map((e) => [e.level, e.msg]);
+    await waitFor(() => waits().length === 2, { timeoutMs: 5000, what: 'the warning after the grace' });
+    await consumer.stop();
+    expect(waits()).toEqual([
+      [30, 'stream does not exist yet (its owner makes it at start); waiting'],
+      [40, 'consumer not available; retrying'],
+    ]);
   });
 
   it('with lingerMs, gathers a trickle of messages into one batch, and handles a full batch at once', async () => {
