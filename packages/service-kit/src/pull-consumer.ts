@@ -1,4 +1,4 @@
-import { AckPolicy, DeliverPolicy, type ConsumerMessages, type JsMsg, type NatsConnection } from 'nats';
+import { AckPolicy, ConsumerEvents, DeliverPolicy, type ConsumerMessages, type JsMsg, type NatsConnection } from 'nats';
 import type { Logger } from './logger';
 import { trackConsumer, untrackConsumer } from './consumer-metrics';
 
@@ -36,6 +36,15 @@ export interface PullConsumerOptions {
 }
 
 const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
+
+/**
+ * Consecutive look-ups (one per pull expiry, 5 s) that found the consumer or its stream gone
+ * before the consumer is made again. The client would otherwise wait for them to come back,
+ * which a durable consumer this class made never does on its own (a stream deleted and made
+ * again, a JetStream store lost). More than one: a consumer replaced at once (a filter change
+ * by another replica) is only briefly missing.
+ */
+const MISSING_LOOKUPS_BEFORE_REMAKE = 2;
 
 /** True for the failure every fresh fleet start shows: the stream is not there yet. */
 const isStreamNotFound = (err: unknown): boolean => /stream not found/i.test((err as Error)?.message ?? '');
@@ -138,6 +147,7 @@ export class DurablePullConsumer {
         this.consumed = true;
         failingSince = 0;
         warned = false;
+        void this.remakeWhenGone(messages);
         const closed = messages.closed().then(() => undefined);
         let ended = false;
         void closed.then(() => {
@@ -187,6 +197,19 @@ export class DurablePullConsumer {
           warned = true;
         }
         if (this.running) await sleep(Math.min(2000, 200 * failures));
+      }
+    }
+  }
+
+  /** Ends `messages` once its consumer or stream stays gone, so the loop makes them again. */
+  private async remakeWhenGone(messages: ConsumerMessages): Promise<void> {
+    for await (const status of await messages.status()) {
+      const missing = status.type === ConsumerEvents.ConsumerNotFound || status.type === ConsumerEvents.StreamNotFound;
+      if (missing && Number(status.data) >= MISSING_LOOKUPS_BEFORE_REMAKE) {
+        this.options.logger.warn({ stream: this.options.stream, durable: this.options.durable, missing: status.type }, 'consumer or its stream is gone; making the consumer again');
+        this.ensured = false;
+        messages.stop();
+        return;
       }
     }
   }

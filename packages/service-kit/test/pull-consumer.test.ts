@@ -81,6 +81,35 @@ describe('DurablePullConsumer', () => {
     ]);
   });
 
+  it('makes its consumer again when its stream was deleted and made again, and reads the new stream', async () => {
+    const jsm = await nc.jetstreamManager();
+    await jsm.streams.add({ name: 'S_REMADE', subjects: ['remade.>'] });
+    const seen: string[] = [];
+    const log = recordingLogger();
+    const consumer = new DurablePullConsumer(nc, {
+      stream: 'S_REMADE',
+      durable: 'worker',
+      filterSubject: 'remade.>',
+      batch: 10,
+      logger: log.logger,
+      process: async (messages) => {
+        seen.push(...messages.map((m) => sc.decode(m.data)));
+      },
+    });
+    consumer.start();
+    const js = nc.jetstream();
+    await js.publish('remade.a', sc.encode('before'));
+    await waitFor(() => seen.includes('before'), { timeoutMs: 5000, what: 'the first message' });
+
+    // A JetStream store lost, or an operator deleting the stream: the owner makes it again.
+    await jsm.streams.delete('S_REMADE');
+    await jsm.streams.add({ name: 'S_REMADE', subjects: ['remade.>'] });
+    await js.publish('remade.b', sc.encode('after'));
+    await waitFor(() => seen.includes('after'), { timeoutMs: 25_000, what: 'the message in the new stream' });
+    await consumer.stop();
+    expect(log.entries.some((e) => e.level === 40 && e.msg === 'consumer or its stream is gone; making the consumer again')).toBe(true);
+  }, 30_000);
+
   it('with lingerMs, gathers a trickle of messages into one batch, and handles a full batch at once', async () => {
     const jsm = await nc.jetstreamManager();
     await jsm.streams.add({ name: 'S_LINGER', subjects: ['linger.>'] });
