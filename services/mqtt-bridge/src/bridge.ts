@@ -7,7 +7,7 @@ import { DeviceCredentials } from './broker/credentials';
 import { TrafficConnection, type InboundMessage, type MessageSink } from './broker/traffic';
 import { ConnectivityPublisher } from './capture/connectivity-publisher';
 import { DeviceInWriter, type CaptureOutcome, type CaptureOwner } from './capture/device-in';
-import { ensureStream } from '@fleet/service-kit';
+import { StreamKeeper } from './capture/stream-keeper';
 import { deviceEventsStream, deviceInStream } from './capture/streams';
 import type { BridgeConfig } from './config';
 import { isStatusTopic, parseDeviceTopic, sharedSubscriptions, type DeviceTopic, type TopicRoots } from './domain/topics';
@@ -33,9 +33,13 @@ export async function startBridge(config: BridgeConfig, runtime: ServiceRuntime)
   const prefix = config.SUBJECT_PREFIX;
   const roots: TopicRoots = { light: config.LIGHT_TOPIC_ROOT, meter: config.METER_TOPIC_ROOT };
   const nc = bus.connection;
-  const jsm = await nc.jetstreamManager();
-  await ensureStream(jsm, deviceInStream(config.DEVICE_IN_STREAM, prefix, config.DEVICE_IN_RETENTION_HOURS), logger);
-  await ensureStream(jsm, deviceEventsStream(config.DEVICE_EVENTS_STREAM, prefix), logger);
+  const streams = new StreamKeeper(
+    await nc.jetstreamManager(),
+    [deviceInStream(config.DEVICE_IN_STREAM, prefix, config.DEVICE_IN_RETENTION_HOURS), deviceEventsStream(config.DEVICE_EVENTS_STREAM, prefix)],
+    logger.child({ component: 'streams' }),
+  );
+  await streams.ensureAll();
+  const onNoStream = () => streams.missing();
   const js = nc.jetstream();
   const clientBase = `bridge-${config.SERVICE_INSTANCE}`;
   const writer = new DeviceInWriter({
@@ -43,6 +47,7 @@ export async function startBridge(config: BridgeConfig, runtime: ServiceRuntime)
     subjectPrefix: prefix,
     stream: config.DEVICE_IN_STREAM,
     outMsgIdPrefix: `${clientBase}-${randomBytes(4).toString('hex')}-out-`,
+    onNoStream,
     logger: logger.child({ component: 'capture' }),
   });
   writer.start();
@@ -71,6 +76,7 @@ export async function startBridge(config: BridgeConfig, runtime: ServiceRuntime)
     stream: config.DEVICE_EVENTS_STREAM,
     flushMs: config.CONNECTIVITY_FLUSH_MS,
     maxEvents: config.CONNECTIVITY_BATCH_MAX,
+    onNoStream,
     logger: logger.child({ component: 'connectivity' }),
   });
   connectivity.start();

@@ -239,4 +239,28 @@ describe('mqtt-bridge against a dynamic-security broker, NATS and JetStream', ()
     const status = await readStream(nc, names.deviceIn, `${names.prefix}dev.in.light.${id}.status`);
     expect(status.map((m) => m.string())).toEqual(['online', 'offline']);
   });
+
+  it('makes its streams again when they were deleted under it, and stores what devices sent meanwhile', async () => {
+    const id = randomDeviceId();
+    const pw = password();
+    await upsert(id, 'light', pw);
+    const device = track(await connectDevice(broker.url, 'light', id, pw));
+    // A JetStream store lost, or an operator deleting the streams, while the bridge runs.
+    await deleteStreams(nc, names.deviceIn, names.deviceEvents);
+    await device.publishAsync(`light/${id}/status`, 'online', { qos: 1, retain: true });
+    await device.publishAsync(`light/${id}/tele/heartbeat`, '{"uptime_s":2}', { qos: 1 });
+
+    const captured = await waitFor(async () => {
+      const m = await readStream(nc, names.deviceIn, `${names.prefix}dev.in.light.${id}.>`).catch(() => []);
+      return m.length >= 2 && m;
+    }, { timeoutMs: 15_000, what: 'the messages in the DEVICE_IN made again' });
+    // Each capture is retried on its own, so their order in the stream may differ from the device's.
+    expect(captured.map((m) => m.string()).sort()).toEqual(['online', '{"uptime_s":2}'].sort());
+    type Batch = { events: { device_id: string; kind: string }[] };
+    await waitFor(async () => {
+      const batches = await readStream(nc, names.deviceEvents, `${names.prefix}evt.bridge.connectivity.batch.v1`).catch(() => []);
+      return batches.flatMap((m) => (m.json() as Batch).events).some((e) => e.device_id === id && e.kind === 'seen');
+    }, { timeoutMs: 15_000, what: 'the device seen in the DEVICE_EVENTS made again' });
+    expect(bridge.bridge.isConnected()).toBe(true);
+  });
 });

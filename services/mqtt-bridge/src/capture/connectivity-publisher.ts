@@ -3,6 +3,7 @@ import { checkEvent, type EventSubject } from '@fleet/contracts';
 import type { Logger } from '@fleet/service-kit';
 import { chunk, ConnectivityAggregator, type ConnectivityEvent } from '../domain/connectivity';
 import type { Product } from '../domain/topics';
+import { isNoStream } from './stream-keeper';
 
 const EVENT_SUBJECT: EventSubject = 'evt.bridge.connectivity.batch.v1';
 const codec = JSONCodec<unknown>();
@@ -21,6 +22,8 @@ export interface ConnectivityPublisherOptions {
   flushMs: number;
   maxEvents: number;
   logger: Logger;
+  /** Called when no stream took a batch (it is published again later). */
+  onNoStream?: () => void;
 }
 
 /**
@@ -90,6 +93,7 @@ export class ConnectivityPublisher {
       try {
         await this.options.js.publish(`${this.options.subjectPrefix}${EVENT_SUBJECT}`, codec.encode(payload), { expect: { streamName: this.options.stream } });
       } catch (err) {
+        if (isNoStream(err)) this.options.onNoStream?.();
         this.options.logger.warn({ err: (err as Error).message, batches: this.backlog.length }, 'connectivity batch not published; will retry');
         return;
       }

@@ -38,6 +38,8 @@ export interface DeviceInWriterOptions {
   ackTimeoutMs?: number;
   /** How often pending captures are checked for timeouts and due retries. */
   sweepMs?: number;
+  /** Called when JetStream answered that no stream takes a capture's subject (it is retried). */
+  onNoStream?: () => void;
 }
 
 /** NATS errors that retrying cannot fix: the capture is skipped (logged). */
@@ -174,8 +176,12 @@ export class DeviceInWriter {
     const pending = this.pending.get(seq);
     // An answer to an attempt that already timed out still counts: any PubAck means stored.
     if (!pending) return;
-    if (isPubAck(msg.data)) this.finish(seq, pending, 'stored');
-    else this.failed(seq, pending, describeAnswer(msg));
+    if (isPubAck(msg.data)) {
+      this.finish(seq, pending, 'stored');
+      return;
+    }
+    if (msg.data.length === 0 && msg.headers?.code === 503) this.options.onNoStream?.();
+    this.failed(seq, pending, describeAnswer(msg));
   }
 
   /** A failed attempt: try again after a backoff while the owner wants it, else give it up. */
