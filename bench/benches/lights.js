@@ -221,9 +221,15 @@ async function run(ctx) {
     password: fleet.mqttAdmin.password,
     clean: true,
     reconnectPeriod: 0,
+    protocolVersion: 5,
   });
+  // Marked as the bridge marks what the platform sends (services/mqtt-bridge/src/broker/control.ts),
+  // so the bridge treats a bare publish as it treats a fleet command coming back to it: skipped,
+  // not captured as if the light had sent it. Unmarked, each bare publish cost the bridge, NATS
+  // and JetStream a device-message capture that no real traffic causes, slowing the baseline.
+  const platformOrigin = { userProperties: { 'fleet-origin': 'platform' } };
   const bareMqtt = async (deviceId, payload) => {
-    await baselineClient.publishAsync(`light/${deviceId}/cmd/light1`, payload, { qos: 1, retain: false });
+    await baselineClient.publishAsync(`light/${deviceId}/cmd/light1`, payload, { qos: 1, retain: false, properties: platformOrigin });
   };
 
   const step = `${warmupSeconds} s warm-up + ${durationSeconds} s, ${connections} in flight`;
