@@ -237,8 +237,8 @@ async function run(ctx) {
   const bareCpuBefore = await cpuOf(pids, redisCpu);
   let started = performance.now();
   const bare1 = await closedLoop({ label: 'bare MQTT QoS 1 (1)', send: bareMqtt, ...settings });
-  // The bare run's CPU per command, every process included: the bridge captures the bare traffic
-  // into DEVICE_IN too (it is device traffic), and light-command stores the lights' state reports.
+  // The bare run's CPU per command, every process included: the bridge receives each bare publish
+  // back (and skips it) and captures the lights' state reports, which light-command stores.
   const bareCpu = cpuPerCommand(bareCpuBefore, await cpuOf(pids, redisCpu), Math.round(bare1.commands * (1 + warmupSeconds / durationSeconds)), performance.now() - started);
   log(`fleet: HTTP → gateway → light-command → bridge → light (${step})...`);
   const cpuBefore = await cpuOf(pids, redisCpu);
