@@ -1,6 +1,7 @@
 import { AckPolicy, ConsumerEvents, DeliverPolicy, type ConsumerMessages, type JsMsg, type NatsConnection } from 'nats';
 import type { Logger } from './logger';
 import { trackConsumer, untrackConsumer } from './consumer-metrics';
+import { isStreamNotFound } from './streams';
 
 export interface PullConsumerOptions {
   stream: string;
@@ -46,8 +47,6 @@ const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout
  */
 const MISSING_LOOKUPS_BEFORE_REMAKE = 2;
 
-/** True for the failure every fresh fleet start shows: the stream is not there yet. */
-const isStreamNotFound = (err: unknown): boolean => /stream not found/i.test((err as Error)?.message ?? '');
 
 /**
  * A durable JetStream pull consumer shared by every replica of a service (JetStream hands each

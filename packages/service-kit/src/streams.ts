@@ -8,6 +8,9 @@ export interface StreamPlan {
   maxAgeMs: number;
 }
 
+/** True for JetStream's answer that the stream does not exist. */
+export const isStreamNotFound = (err: unknown): boolean => /stream not found/i.test((err as Error | undefined)?.message ?? '');
+
 /**
  * Creates the stream (file storage, limits retention) when missing; an existing one keeps its
  * data and gets this subject list and retention window.
@@ -22,7 +25,7 @@ export async function ensureStream(jsm: JetStreamManager, plan: StreamPlan, logg
       logger.info({ stream: plan.name, subjects: plan.subjects, max_age_ms: plan.maxAgeMs }, 'stream updated');
     }
   } catch (err) {
-    if (!/stream not found/i.test((err as Error).message)) throw err;
+    if (!isStreamNotFound(err)) throw err;
     try {
       await jsm.streams.add({ name: plan.name, ...wanted, storage: StorageType.File, retention: RetentionPolicy.Limits });
       logger.info({ stream: plan.name, subjects: plan.subjects, max_age_ms: plan.maxAgeMs }, 'stream created');

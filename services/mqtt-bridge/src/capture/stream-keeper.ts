@@ -1,9 +1,9 @@
-import type { JetStreamManager, NatsError } from 'nats';
+import { ErrorCode, type JetStreamManager, type NatsError } from 'nats';
 import { ensureStream, type Logger, type StreamPlan } from '@fleet/service-kit';
 
 /** JetStream's answer when no stream takes a subject: a 503 status (no responders). */
 export function isNoStream(err: unknown): boolean {
-  return (err as NatsError | undefined)?.code === '503';
+  return (err as NatsError | undefined)?.code === ErrorCode.NoResponders;
 }
 
 /**
