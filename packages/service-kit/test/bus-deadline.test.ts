@@ -48,14 +48,16 @@ describe('request deadlines', () => {
   it('sends now + timeout as the deadline and shows it to the handler', async () => {
     const { subject, seen } = await recorder('stamp');
     const before = Date.now();
-    const reply = await client.request(subject, envelope(), { timeoutMs: 250 });
+    // A budget a loaded machine cannot overrun (the test is about the stamp, not the timeout).
+    const timeoutMs = 2000;
+    const reply = await client.request(subject, envelope(), { timeoutMs });
     expect(reply.ok).toBe(true);
     const { req, deadline, remaining } = seen[0]!;
     expect(req.deadline).toBe(deadline);
-    expect(deadline).toBeGreaterThanOrEqual(before + 250);
-    expect(deadline).toBeLessThanOrEqual(Date.now() + 250);
+    expect(deadline).toBeGreaterThanOrEqual(before + timeoutMs);
+    expect(deadline).toBeLessThanOrEqual(Date.now() + timeoutMs);
     expect(remaining).toBeGreaterThan(0);
-    expect(remaining).toBeLessThanOrEqual(250);
+    expect(remaining).toBeLessThanOrEqual(timeoutMs);
   });
 
   it('does not run a request that arrives after its deadline: 503, handler untouched', async () => {
