@@ -134,7 +134,7 @@ describe('a meter across the Berlin spring change, with duplicates, late records
       expect(s).toBeDefined();
       expect(s.start_at).toBe(new Date((r.start as number) * 1000).toISOString());
       expect(s.time_quality).toBe('device');
-      expect(s.quarantined).toBe(false);
+      expect({ seq: r.seq, quarantined: s.quarantined, reason: s.quarantine_reason }).toEqual({ seq: r.seq, quarantined: false, reason: null });
       expect(s.ct_turns).toBe(r.ct);
       if (r.p) expect(s.power_w).toEqual({ avg: round6(r.p[0] / r.ct), min: round6(r.p[1] / r.ct), max: round6(r.p[2] / r.ct) });
       if (r.v) expect(s.voltage_v).toEqual({ avg: r.v[0], min: r.v[1], max: r.v[2] });

@@ -81,7 +81,7 @@ export class SimulatedMeter extends SimulatedDevice {
 
   /** Whether the meter has read its meter since it booted (until then `sample>` answers `no_snapshot`). */
   get hasReading(): boolean {
-    this.readThrough(this.clock.now());
+    this.readUntilNow();
     return this.lastRead !== undefined;
   }
   private closeTask: ScheduledTask | undefined;
@@ -175,13 +175,14 @@ export class SimulatedMeter extends SimulatedDevice {
   /** Closes the interval in progress now and sends it with `partial: true`. */
   report(): Promise<void> {
     const now = this.clock.now();
+    this.closeEndedIntervals(now);
     const cut = this.intervalStart + Math.max(0, Math.floor((now - this.intervalStart) / 1000)) * 1000;
     return this.closeInterval(cut, true);
   }
 
   /** What the meter would answer on `<r>/live` for a sample now (without the token). */
   liveReading(): Record<string, unknown> {
-    this.readThrough(this.clock.now());
+    this.readUntilNow();
     const r = this.lastRead;
     const ageS = r ? round((this.clock.now() - r.at) / 1000, 1) : null;
     if (this.link !== 'ok') return { link: this.link, v: null, i: null, p: null, pf: null, f: null, ct: this.ctTurns, age_s: ageS };
@@ -191,7 +192,7 @@ export class SimulatedMeter extends SimulatedDevice {
 
   /** Zeroes the lifetime counter now (reads up to now count before the reset). */
   resetEnergy(): void {
-    this.readThrough(this.clock.now());
+    this.readUntilNow();
     this.energyWh = 0;
   }
 
@@ -227,6 +228,25 @@ export class SimulatedMeter extends SimulatedDevice {
       this.closeTask = undefined;
       void this.closeInterval(at + this.intervalSec * 1000, false);
     });
+  }
+
+  /** Takes every read due by now, each into the interval it falls in. */
+  private readUntilNow(): void {
+    const now = this.clock.now();
+    this.closeEndedIntervals(now);
+    this.readThrough(now);
+  }
+
+  /**
+   * Closes every interval that ended by `now` but whose close task has not run yet. A shared
+   * clock runs its tasks late under load (at high speed a few real milliseconds are many
+   * simulated seconds); a meter closes its interval at the boundary, so a read taken after it
+   * never lands in the interval before.
+   */
+  private closeEndedIntervals(now: number): void {
+    while (this.closeTask && now >= this.intervalStart + this.intervalSec * 1000) {
+      void this.closeInterval(this.intervalStart + this.intervalSec * 1000, false);
+    }
   }
 
   /** Takes every read due at or before t (one per simulated second). */

@@ -147,6 +147,35 @@ describe('SimulatedMeter interval records', () => {
   });
 });
 
+describe('SimulatedMeter on a clock that runs its tasks late', () => {
+  /** Reads a time ahead of the tasks it has run, as a shared clock does under load. */
+  class LateClock extends ManualClock {
+    lagMs = 0;
+    override now(): number {
+      return super.now() + this.lagMs;
+    }
+  }
+
+  it.each([
+    ['a reset', (m: SimulatedMeter) => m.resetEnergy()],
+    ['a live reading', (m: SimulatedMeter) => void m.liveReading()],
+    ['report>', (m: SimulatedMeter) => void m.report()],
+  ])('closes an ended interval at its boundary before %s reads past it', async (_what, act) => {
+    const clock = new LateClock(Date.UTC(2026, 10, 22, 21, 0, 0));
+    const m = await started({ clock, intervalSec: 60, loadW: () => 600 });
+    clock.advance(50_000);
+    clock.lagMs = 30_000; // the clock reads 80 s; the close task due at 60 s has not run
+    act(m);
+    const [first] = await records(m, 1);
+    expect(first).toMatchObject({ seq: 0, dur: 60, n: 60, err: 0, partial: false });
+    clock.lagMs = 0;
+    clock.advance(70_000);
+    const [, second] = await records(m, 2);
+    expect(second!.start).toBe(first!.start! + 60);
+    expect(second!.n + second!.err).toBeLessThanOrEqual(second!.dur!);
+  });
+});
+
 describe('SimulatedMeter connection loss', () => {
   it('reconnects after the connection drops, announces itself again and delivers records made while away', async () => {
     const proxy = await brokerProxy();
