@@ -1,9 +1,12 @@
+import http from 'node:http';
+import { gunzipSync } from 'node:zlib';
 import { ConflictError, JsonBody, NotFoundError, metricsRegistry } from '@fleet/service-kit';
 import { randomDeviceId, testSubject, uniqueId, waitFor } from '@fleet/test-kit';
 import type { DeviceSummary, RequestEnvelope } from '@fleet/contracts';
 import { routes as realRoutes } from '../src/routes/table';
 import { routeId, type RouteDef } from '../src/routes/types';
 import { IdempotencyStore } from '../src/idempotency';
+import { COMPRESS_FROM_BYTES } from '../src/http/answer-encoding';
 import { call, startTestGateway, type TestGateway } from './support/harness';
 
 // Synthetic rows exercise every pipeline behaviour the domain routes will rely on; their
@@ -50,6 +53,19 @@ const testRoutes: RouteDef[] = [
 
 /** A page its owner writes as JSON text (JsonBody): relayed to the partner byte for byte. */
 const PAGE = { records: Array.from({ length: 500 }, (_, k) => ({ seq: k, label: `r\u00e9cord "${k}" ✓`, at: null, ok: k % 2 === 0 })), has_more: true };
+
+/** A GET with exactly these headers (fetch would add its own Accept-Encoding), the answer's bytes as sent. */
+function getRaw(url: string, headers: Record<string, string>): Promise<{ status: number; headers: http.IncomingHttpHeaders; raw: Buffer }> {
+  return new Promise((resolve, reject) => {
+    http
+      .get(url, { headers }, (res) => {
+        const chunks: Buffer[] = [];
+        res.on('data', (c: Buffer) => chunks.push(c));
+        res.on('end', () => resolve({ status: res.statusCode ?? 0, headers: res.headers, raw: Buffer.concat(chunks) }));
+      })
+      .on('error', reject);
+  });
+}
 
 let gw: TestGateway;
 const calls: Record<string, RequestEnvelope[]> = {};
@@ -107,13 +123,45 @@ const light = (org: number): string => {
 describe('bodies the owning service wrote as JSON text', () => {
   it('writes them to the partner as they are, as JSON with the owner’s headers', async () => {
     const p = await gw.partner(['--permissions', 'state_read']);
-    const res = await fetch(`${gw.url}/v1/pages`, { headers: { Authorization: `Bearer ${p.key}` } });
+    const res = await fetch(`${gw.url}/v1/pages`, { headers: { Authorization: `Bearer ${p.key}`, 'Accept-Encoding': 'identity' } });
     const text = await res.text();
     expect(res.status).toBe(200);
     expect(res.headers.get('content-type')).toBe('application/json; charset=utf-8');
     expect(res.headers.get('cache-control')).toBe('no-store');
+    expect(res.headers.get('content-encoding')).toBeNull();
+    expect(res.headers.get('vary')).toBe('Accept-Encoding');
     expect(Number(res.headers.get('content-length'))).toBe(Buffer.byteLength(text));
     expect(text).toBe(JSON.stringify(PAGE));
+  });
+
+  it.each([
+    ['gzip', 'gzip'],
+    ['gzip, deflate, br', 'gzip'],
+    ['br;q=1, gzip;q=0.5', 'gzip'],
+    ['gzip;q=0', null],
+    ['gzip;q=0.5, identity', null],
+    [undefined, null],
+  ])('sends a large answer gzip-compressed only when the client prefers gzip (Accept-Encoding %s)', async (accept, encoding) => {
+    const p = await gw.partner(['--permissions', 'state_read']);
+    const { status, headers, raw } = await getRaw(`${gw.url}/v1/pages`, { authorization: `Bearer ${p.key}`, ...(accept === undefined ? {} : { 'accept-encoding': accept }) });
+    expect(status).toBe(200);
+    expect(headers['content-encoding']).toBe(encoding ?? undefined);
+    expect(headers.vary).toBe('Accept-Encoding');
+    expect(headers['cache-control']).toBe('no-store');
+    expect(Number(headers['content-length'])).toBe(raw.byteLength);
+    const text = (encoding === 'gzip' ? gunzipSync(raw) : raw).toString('utf8');
+    expect(text).toBe(JSON.stringify(PAGE));
+    if (encoding === 'gzip') expect(raw.byteLength).toBeLessThan(Buffer.byteLength(text) / 4);
+  });
+
+  it('sends a small answer as it is, whatever the client accepts, without Vary', async () => {
+    const p = await gw.partner(['--permissions', 'state_read']);
+    const { status, headers, raw } = await getRaw(`${gw.url}/v1/account`, { authorization: `Bearer ${p.key}`, 'accept-encoding': 'gzip' });
+    expect(status).toBe(200);
+    expect(raw.byteLength).toBeLessThan(COMPRESS_FROM_BYTES);
+    expect(headers['content-encoding']).toBeUndefined();
+    expect(headers.vary).toBeUndefined();
+    expect(JSON.parse(raw.toString('utf8'))).toMatchObject({ partner: expect.any(Object) });
   });
 
   it('keeps such an answer for an Idempotency-Key and replays the same body', async () => {

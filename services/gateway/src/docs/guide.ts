@@ -1,4 +1,5 @@
 import { CHANNELS, describePartnerEvent, PARTNER_EVENT_TYPES, PERMISSIONS, permissionToReceive, WEBHOOK_TEST_TYPE } from '@fleet/contracts';
+import { COMPRESS_FROM_BYTES } from '../http/answer-encoding';
 import { MAX_BODY_DEPTH } from '../http/request-validation';
 import { API_DOCUMENT_VERSION } from '../openapi/build';
 import { MAX_OPEN_STREAMS, MAX_WEBHOOKS } from '../routes/events';
@@ -195,6 +196,7 @@ ${row(['<code>Idempotent-Replayed: true</code>', 'A replayed response', 'See <a 
 ${row(['<code>Retry-After</code>', '429, 409 <code>idempotency_in_progress</code>, 503', 'Seconds to wait before retrying.'])}
 ${row(['<code>WWW-Authenticate</code>', '401', '<code>Bearer realm=…</code>, with <code>error=invalid_token</code> when a key was sent.'])}
 ${row(['<code>Deprecation</code>, <code>Sunset</code>, <code>Link</code>', 'A request that used a deprecated feature', 'See <a href="#versioning">Versioning</a>.'])}
+${row(['<code>Content-Encoding: gzip</code>, <code>Vary: Accept-Encoding</code>', `A JSON answer of ${COMPRESS_FROM_BYTES / 1024} KB or more`, 'Sent gzip-compressed when your request’s <code>Accept-Encoding</code> prefers <code>gzip</code> to <code>identity</code> (most HTTP clients send it and decompress for you; <code>curl --compressed</code> does); otherwise uncompressed. <code>Vary</code> says the form depends on that header. A page of 1,000 meter records shrinks several times over.'])}
 </tbody>
 </table>
 </section>

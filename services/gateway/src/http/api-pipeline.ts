@@ -10,6 +10,7 @@ import { routeId, type RouteDef } from '../routes/types';
 import { MAX_BODY_DEPTH, readJsonBody, withinDepth, type RequestValidator } from './request-validation';
 import { countRefusal } from './request-metrics';
 import { relayUpload } from './upload';
+import { sendJsonBytes } from './answer-encoding';
 import { relayStream, type OpenStreams, type StillAllowed } from './stream';
 import type { RouteMatcher } from './route-matcher';
 
@@ -91,7 +92,7 @@ export function apiPipeline(deps: PipelineDeps) {
       const fingerprint = requestFingerprint({ method: req.method, path: req.path, query: req.query, body: bodyForFingerprint(rawBody) });
       const begun = await claimKeyAndSpendWindow(deps, spend, scope, idempotencyKey, fingerprint);
       if (begun.kind === 'replay') {
-        writeOutcome(res, route, begun.response, true);
+        await writeOutcome(req, res, route, begun.response, true);
         return;
       }
       if (begun.kind === 'in_progress') {
@@ -103,10 +104,10 @@ export function apiPipeline(deps: PipelineDeps) {
       held = { scope, key: idempotencyKey, fingerprint };
     }
 
+    let outcome: Outcome;
     try {
-      const outcome = await runRoute(deps, req, route, params, principal, rawBody, requestId, spend);
+      outcome = await runRoute(deps, req, route, params, principal, rawBody, requestId, spend);
       if (held) await dependency(deps.idempotency.complete(held.scope, held.key, held.fingerprint, storable(outcome)));
-      writeOutcome(res, route, outcome, false);
     } catch (err) {
       if (held) await deps.idempotency.release(held.scope, held.key).catch(warnIfFails(deps.logger, 'releasing the idempotency key', { request_id: requestId }));
       // A request refused before it reached its limits still counts, and a full request window
@@ -114,6 +115,7 @@ export function apiPipeline(deps: PipelineDeps) {
       await spend.requestWindow();
       throw err;
     }
+    await writeOutcome(req, res, route, outcome, false);
   };
 }
 
@@ -353,7 +355,7 @@ function limitWindows(deps: PipelineDeps, limits: LimitClass[], principal: Princ
   return limits.flatMap((cls) => windowsFor(cls, ctx, deps.limitSettings));
 }
 
-function writeOutcome(res: Response, route: RouteDef, outcome: Outcome, replayed: boolean): void {
+async function writeOutcome(req: Request, res: Response, route: RouteDef, outcome: Outcome, replayed: boolean): Promise<void> {
   for (const [name, value] of Object.entries(outcome.headers)) {
     if (!replayed || REPLAYED_HEADERS.includes(name.toLowerCase())) res.setHeader(name, value);
   }
@@ -364,12 +366,14 @@ function writeOutcome(res: Response, route: RouteDef, outcome: Outcome, replayed
     res.setHeader('Link', `<${route.deprecated.link}>; rel="deprecation"`);
   }
   res.status(outcome.status);
-  if (outcome.status === 204 || outcome.body === undefined) res.end();
-  else if (outcome.body instanceof JsonBody) {
-    const { bytes } = outcome.body;
-    res.setHeader('Content-Type', 'application/json; charset=utf-8');
-    res.send(Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength));
-  } else res.json(outcome.body);
+  if (outcome.status === 204 || outcome.body === undefined) {
+    res.end();
+    return;
+  }
+  // A relayed JsonBody goes as the bytes the service wrote; anything else is written here.
+  const { body } = outcome;
+  const bytes = body instanceof JsonBody ? Buffer.from(body.bytes.buffer, body.bytes.byteOffset, body.bytes.byteLength) : Buffer.from(JSON.stringify(body), 'utf8');
+  await sendJsonBytes(req, res, bytes);
 }
 
 /** An outcome as the idempotency store keeps it: a body relayed as JSON text is kept as its value. */
