@@ -29,6 +29,12 @@ export interface PullConsumerOptions {
    */
   streamWaitGraceMs?: number;
   /**
+   * How often the consumer's acknowledgement floor is read while it consumes (default 30,000 ms).
+   * A consumer deleted under a running fleet (its stream kept) is made again just after the last
+   * floor read, so at most this much work is offered again instead of the whole stream.
+   */
+  ackFloorRefreshMs?: number;
+  /**
    * Handles one batch; resolves once its effects are committed. May return the messages that
    * must never be retried (they are terminated); every other one is acknowledged.
    */
@@ -61,11 +67,21 @@ export class DurablePullConsumer {
   private ensured = false;
   /** Consuming started at least once since start(). */
   private consumed = false;
+  /**
+   * Where a consumer made again resumes: the stream it read (by when that stream was made) and
+   * the highest acknowledgement floor read from it. Every message up to the floor was settled.
+   */
+  private resumePoint?: { streamCreated: string; ackFloor: number };
 
   constructor(
     private readonly nc: NatsConnection,
     private readonly options: PullConsumerOptions,
   ) {}
+
+  /** The highest acknowledgement floor this replica has read: a consumer made again resumes just after it (0: none read yet). */
+  get acknowledgedThrough(): number {
+    return this.resumePoint?.ackFloor ?? 0;
+  }
 
   start(): void {
     if (this.running) return;
@@ -94,6 +110,7 @@ export class DurablePullConsumer {
       await jsm.consumers.delete(stream, durable).catch(() => undefined);
       this.options.logger.info({ stream, durable, from: existing.config.filter_subject, to: filterSubject, startSeq }, 'consumer filter changed');
     }
+    if (!existing && startSeq === undefined) startSeq = await this.resumeAfterLoss(stream);
     if (!existing || startSeq !== undefined) {
       try {
         await jsm.consumers.add(stream, {
@@ -113,6 +130,33 @@ export class DurablePullConsumer {
       }
     }
     this.ensured = true;
+    const info = await jsm.streams.info(stream).catch(() => undefined);
+    if (info && info.created !== this.resumePoint?.streamCreated) this.resumePoint = { streamCreated: info.created, ackFloor: 0 };
+    await this.refreshAckFloor();
+  }
+
+  /**
+   * Where a consumer missing from a stream this replica already read resumes: just after the
+   * last acknowledgement floor read from it, if that stream is still the one it read; from the
+   * stream's first message if the stream is another one (deleted and made again) or new to it.
+   */
+  private async resumeAfterLoss(stream: string): Promise<number | undefined> {
+    const known = this.resumePoint;
+    if (!known || known.ackFloor === 0) return undefined;
+    const jsm = await this.nc.jetstreamManager();
+    const info = await jsm.streams.info(stream).catch(() => undefined);
+    if (!info || info.created !== known.streamCreated) return undefined;
+    this.options.logger.info({ stream, durable: this.options.durable, startSeq: known.ackFloor + 1 }, 'consumer missing from its stream; resuming after the last acknowledged message seen');
+    return known.ackFloor + 1;
+  }
+
+  /** Reads the consumer's acknowledgement floor (only ever raised), for resumeAfterLoss. */
+  private async refreshAckFloor(): Promise<void> {
+    const known = this.resumePoint;
+    if (!known) return;
+    const jsm = await this.nc.jetstreamManager();
+    const info = await jsm.consumers.info(this.options.stream, this.options.durable).catch(() => undefined);
+    if (info && this.resumePoint === known) known.ackFloor = Math.max(known.ackFloor, info.ack_floor.stream_seq);
   }
 
   private async run(): Promise<void> {
@@ -147,10 +191,13 @@ export class DurablePullConsumer {
         failingSince = 0;
         warned = false;
         void this.remakeWhenGone(messages);
+        const floorTimer = setInterval(() => void this.refreshAckFloor(), this.options.ackFloorRefreshMs ?? 30_000);
+        floorTimer.unref();
         const closed = messages.closed().then(() => undefined);
         let ended = false;
         void closed.then(() => {
           ended = true;
+          clearInterval(floorTimer);
           wake?.();
         });
         while (this.running && !ended) {

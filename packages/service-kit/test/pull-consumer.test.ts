@@ -110,6 +110,36 @@ describe('DurablePullConsumer', () => {
     expect(log.entries.some((e) => e.level === 40 && e.msg === 'consumer or its stream is gone; making the consumer again')).toBe(true);
   }, 30_000);
 
+  it('makes its consumer again when it was deleted with its stream kept, resuming after the last acknowledgement floor it read', async () => {
+    const jsm = await nc.jetstreamManager();
+    await jsm.streams.add({ name: 'S_LOST', subjects: ['lost.>'] });
+    const seen: string[] = [];
+    const log = recordingLogger();
+    const consumer = new DurablePullConsumer(nc, {
+      stream: 'S_LOST',
+      durable: 'worker',
+      filterSubject: 'lost.>',
+      batch: 10,
+      ackFloorRefreshMs: 100,
+      logger: log.logger,
+      process: async (messages) => {
+        seen.push(...messages.map((m) => sc.decode(m.data)));
+      },
+    });
+    consumer.start();
+    const js = nc.jetstream();
+    for (let k = 0; k < 20; k++) await js.publish('lost.a', sc.encode(`before-${k}`));
+    await waitFor(() => consumer.acknowledgedThrough === 20, { timeoutMs: 5000, what: 'the floor read after all 20 were acknowledged' });
+
+    // An operator deleting the consumer by mistake: the stream and its 20 settled messages stay.
+    await jsm.consumers.delete('S_LOST', 'worker');
+    for (let k = 0; k < 5; k++) await js.publish('lost.b', sc.encode(`after-${k}`));
+    await waitFor(() => seen.filter((v) => v.startsWith('after-')).length === 5, { timeoutMs: 25_000, what: 'the messages sent while the consumer was missing' });
+    await consumer.stop();
+    expect(seen).toEqual([...Array.from({ length: 20 }, (_, k) => `before-${k}`), ...Array.from({ length: 5 }, (_, k) => `after-${k}`)]);
+    expect(log.entries).toContainEqual(expect.objectContaining({ msg: 'consumer missing from its stream; resuming after the last acknowledged message seen', startSeq: 21 }));
+  }, 30_000);
+
   it('with lingerMs, gathers a trickle of messages into one batch, and handles a full batch at once', async () => {
     const jsm = await nc.jetstreamManager();
     await jsm.streams.add({ name: 'S_LINGER', subjects: ['linger.>'] });
