@@ -42,6 +42,7 @@ const testRoutes: RouteDef[] = [
   { method: 'GET', path: '/v1/search', operationId: 'search', tag: 'Test', summary: 'search', permission: null, target: { subject: subject('search') },
     query: { properties: { limit: { type: 'integer', minimum: 1, maximum: 1000 } } }, responses: ok },
   { method: 'GET', path: '/v1/pages', operationId: 'page', tag: 'Test', summary: 'page', permission: null, target: { subject: subject('page') }, responses: ok },
+  { method: 'GET', path: '/v1/lists', operationId: 'list', tag: 'Test', summary: 'list', permission: null, target: { subject: subject('list') }, responses: ok },
   {
     method: 'POST', path: '/v1/stamps', operationId: 'stamp', tag: 'Test', summary: 'stamp', permission: null, target: { subject: subject('stamp') }, idempotent: true,
     body: { type: 'object' }, bodyOptional: true, responses: { 201: { description: 'stamped' } },
@@ -102,6 +103,7 @@ beforeAll(async () => {
   });
   gw.bus.serve(subject('search'), async (req) => ({ body: { query: req.query } }));
   gw.bus.serve(subject('page'), async () => ({ headers: { 'Cache-Control': 'no-store' }, body: JsonBody.of(PAGE) }));
+  gw.bus.serve(subject('list'), async () => ({ body: PAGE }));
   gw.bus.serve(subject('stamp'), async (req) => (record('stamp', req), { status: 201, body: JsonBody.of({ n: (calls.stamp ?? []).length, note: 'é "q"' }) }));
   gw.bus.serve(subject('slow'), () => new Promise((resolve) => setTimeout(() => resolve({ body: {} }), 2500)));
   gw.bus.serve(subject('boom'), async () => {
@@ -152,6 +154,15 @@ describe('bodies the owning service wrote as JSON text', () => {
     const text = (encoding === 'gzip' ? gunzipSync(raw) : raw).toString('utf8');
     expect(text).toBe(JSON.stringify(PAGE));
     if (encoding === 'gzip') expect(raw.byteLength).toBeLessThan(Buffer.byteLength(text) / 4);
+  });
+
+  it('compresses a large answer the owning service sent as a value too', async () => {
+    const p = await gw.partner(['--permissions', 'state_read']);
+    const { status, headers, raw } = await getRaw(`${gw.url}/v1/lists`, { authorization: `Bearer ${p.key}`, 'accept-encoding': 'gzip' });
+    expect(status).toBe(200);
+    expect(headers['content-encoding']).toBe('gzip');
+    expect(headers['content-type']).toBe('application/json; charset=utf-8');
+    expect(JSON.parse(gunzipSync(raw).toString('utf8'))).toEqual(PAGE);
   });
 
   it('sends a small answer as it is, whatever the client accepts, without Vary', async () => {

@@ -19,22 +19,24 @@ export const COMPRESS_FROM_BYTES = 8 * 1024;
 const GZIP_OPTIONS = { level: 1, memLevel: 9, strategy: zlibConstants.Z_DEFAULT_STRATEGY };
 
 /**
- * Writes a JSON answer's bytes, gzip-compressed when the answer is large and the request's
- * Accept-Encoding prefers gzip to identity (negotiated by express, q-values included). Every
- * answer whose form depends on that header says so in `Vary`.
+ * Writes a JSON answer (its text, or its bytes as a service wrote them), gzip-compressed when the
+ * answer is large and the request's Accept-Encoding prefers gzip to identity (negotiated by
+ * express, q-values included). Every answer whose form depends on that header says so in `Vary`.
+ * A small text goes as it is: Node writes it in one piece with the headers.
  */
-export async function sendJsonBytes(req: Request, res: Response, bytes: Buffer): Promise<void> {
+export async function sendJson(req: Request, res: Response, body: string | Buffer): Promise<void> {
   res.setHeader('Content-Type', 'application/json; charset=utf-8');
-  if (bytes.byteLength < COMPRESS_FROM_BYTES) {
-    res.send(bytes);
+  const size = typeof body === 'string' ? Buffer.byteLength(body, 'utf8') : body.byteLength;
+  if (size < COMPRESS_FROM_BYTES) {
+    res.send(body);
     return;
   }
   res.vary('Accept-Encoding');
   if (req.acceptsEncodings('gzip', 'identity') !== 'gzip') {
-    res.send(bytes);
+    res.send(body);
     return;
   }
-  const compressed = await gzipAsync(bytes, GZIP_OPTIONS);
+  const compressed = await gzipAsync(body, GZIP_OPTIONS);
   res.setHeader('Content-Encoding', 'gzip');
   res.send(compressed);
 }

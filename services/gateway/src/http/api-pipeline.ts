@@ -10,7 +10,7 @@ import { routeId, type RouteDef } from '../routes/types';
 import { MAX_BODY_DEPTH, readJsonBody, withinDepth, type RequestValidator } from './request-validation';
 import { countRefusal } from './request-metrics';
 import { relayUpload } from './upload';
-import { sendJsonBytes } from './answer-encoding';
+import { sendJson } from './answer-encoding';
 import { relayStream, type OpenStreams, type StillAllowed } from './stream';
 import type { RouteMatcher } from './route-matcher';
 
@@ -372,8 +372,7 @@ async function writeOutcome(req: Request, res: Response, route: RouteDef, outcom
   }
   // A relayed JsonBody goes as the bytes the service wrote; anything else is written here.
   const { body } = outcome;
-  const bytes = body instanceof JsonBody ? Buffer.from(body.bytes.buffer, body.bytes.byteOffset, body.bytes.byteLength) : Buffer.from(JSON.stringify(body), 'utf8');
-  await sendJsonBytes(req, res, bytes);
+  await sendJson(req, res, body instanceof JsonBody ? Buffer.from(body.bytes.buffer, body.bytes.byteOffset, body.bytes.byteLength) : JSON.stringify(body));
 }
 
 /** An outcome as the idempotency store keeps it: a body relayed as JSON text is kept as its value. */
