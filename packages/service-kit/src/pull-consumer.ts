@@ -53,7 +53,6 @@ const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout
  */
 const MISSING_LOOKUPS_BEFORE_REMAKE = 2;
 
-
 /**
  * A durable JetStream pull consumer shared by every replica of a service (JetStream hands each
  * message to one of them). Each replica keeps one long-lived pull (`consume`) topped up by the client, cuts
@@ -101,6 +100,8 @@ export class DurablePullConsumer {
     const { stream, durable, filterSubject, ackWaitS = 30 } = this.options;
     const jsm = await this.nc.jetstreamManager();
     const existing = await jsm.consumers.info(stream, durable).catch(() => undefined);
+    // When the stream was made tells it from one deleted and made again under the same name.
+    const streamCreated = (await jsm.streams.info(stream).catch(() => undefined))?.created;
     // A consumer left by an earlier version with another filter (an event got a new version) is
     // replaced by one that starts just after the last message the old one settled, so nothing
     // is skipped; updating the filter in place is not reliable on every server version.
@@ -110,7 +111,7 @@ export class DurablePullConsumer {
       await jsm.consumers.delete(stream, durable).catch(() => undefined);
       this.options.logger.info({ stream, durable, from: existing.config.filter_subject, to: filterSubject, startSeq }, 'consumer filter changed');
     }
-    if (!existing && startSeq === undefined) startSeq = await this.resumeAfterLoss(stream);
+    if (!existing && startSeq === undefined) startSeq = this.resumeAfterLoss(streamCreated);
     if (!existing || startSeq !== undefined) {
       try {
         await jsm.consumers.add(stream, {
@@ -130,24 +131,22 @@ export class DurablePullConsumer {
       }
     }
     this.ensured = true;
-    const info = await jsm.streams.info(stream).catch(() => undefined);
-    if (info && info.created !== this.resumePoint?.streamCreated) this.resumePoint = { streamCreated: info.created, ackFloor: 0 };
+    if (streamCreated !== undefined && streamCreated !== this.resumePoint?.streamCreated) this.resumePoint = { streamCreated, ackFloor: 0 };
     await this.refreshAckFloor();
   }
 
   /**
    * Where a consumer missing from a stream this replica already read resumes: just after the
-   * last acknowledgement floor read from it, if that stream is still the one it read; from the
-   * stream's first message if the stream is another one (deleted and made again) or new to it.
+   * last acknowledgement floor read from it, if the stream (made at `streamCreated`) is still the
+   * one it read; from the stream's first message if it is another one (deleted and made again)
+   * or new to it.
    */
-  private async resumeAfterLoss(stream: string): Promise<number | undefined> {
+  private resumeAfterLoss(streamCreated: string | undefined): number | undefined {
     const known = this.resumePoint;
-    if (!known || known.ackFloor === 0) return undefined;
-    const jsm = await this.nc.jetstreamManager();
-    const info = await jsm.streams.info(stream).catch(() => undefined);
-    if (!info || info.created !== known.streamCreated) return undefined;
-    this.options.logger.info({ stream, durable: this.options.durable, startSeq: known.ackFloor + 1 }, 'consumer missing from its stream; resuming after the last acknowledged message seen');
-    return known.ackFloor + 1;
+    if (!known || known.ackFloor === 0 || streamCreated !== known.streamCreated) return undefined;
+    const startSeq = known.ackFloor + 1;
+    this.options.logger.info({ stream: this.options.stream, durable: this.options.durable, startSeq }, 'consumer missing from its stream; resuming after the last acknowledged message seen');
+    return startSeq;
   }
 
   /** Reads the consumer's acknowledgement floor (only ever raised), for resumeAfterLoss. */

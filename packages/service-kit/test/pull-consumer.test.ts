@@ -1,5 +1,5 @@
 import { AckPolicy, connect, type NatsConnection, StringCodec } from 'nats';
-import { createLogger, DurablePullConsumer, metricsRegistry, type Logger } from '@fleet/service-kit';
+import { createLogger, DurablePullConsumer, metricsRegistry, type Logger, type PullConsumerOptions } from '@fleet/service-kit';
 import { trackConsumer, untrackConsumer } from '../src/consumer-metrics';
 import { startPrivateNats, waitFor, type PrivateNats } from '@fleet/test-kit';
 
@@ -11,6 +11,22 @@ function recordingLogger(): { logger: Logger; entries: Array<{ level: number; ms
   const logger = createLogger('test', 'debug', undefined, { write: (line: string) => void entries.push(JSON.parse(line) as (typeof entries)[number]) });
   return { logger, entries };
 }
+/** A consumer (durable 'worker', batches of 10) that collects what it is given, with its log. */
+function collectingConsumer(options: Pick<PullConsumerOptions, 'stream' | 'filterSubject' | 'ackFloorRefreshMs'>) {
+  const seen: string[] = [];
+  const log = recordingLogger();
+  const consumer = new DurablePullConsumer(nc, {
+    durable: 'worker',
+    batch: 10,
+    logger: log.logger,
+    process: async (messages) => {
+      seen.push(...messages.map((m) => sc.decode(m.data)));
+    },
+    ...options,
+  });
+  return { consumer, seen, log };
+}
+
 let nats: PrivateNats;
 let nc: NatsConnection;
 
@@ -84,18 +100,7 @@ describe('DurablePullConsumer', () => {
   it('makes its consumer again when its stream was deleted and made again, and reads the new stream', async () => {
     const jsm = await nc.jetstreamManager();
     await jsm.streams.add({ name: 'S_REMADE', subjects: ['remade.>'] });
-    const seen: string[] = [];
-    const log = recordingLogger();
-    const consumer = new DurablePullConsumer(nc, {
-      stream: 'S_REMADE',
-      durable: 'worker',
-      filterSubject: 'remade.>',
-      batch: 10,
-      logger: log.logger,
-      process: async (messages) => {
-        seen.push(...messages.map((m) => sc.decode(m.data)));
-      },
-    });
+    const { consumer, seen, log } = collectingConsumer({ stream: 'S_REMADE', filterSubject: 'remade.>' });
     consumer.start();
     const js = nc.jetstream();
     await js.publish('remade.a', sc.encode('before'));
@@ -113,19 +118,7 @@ describe('DurablePullConsumer', () => {
   it('makes its consumer again when it was deleted with its stream kept, resuming after the last acknowledgement floor it read', async () => {
     const jsm = await nc.jetstreamManager();
     await jsm.streams.add({ name: 'S_LOST', subjects: ['lost.>'] });
-    const seen: string[] = [];
-    const log = recordingLogger();
-    const consumer = new DurablePullConsumer(nc, {
-      stream: 'S_LOST',
-      durable: 'worker',
-      filterSubject: 'lost.>',
-      batch: 10,
-      ackFloorRefreshMs: 100,
-      logger: log.logger,
-      process: async (messages) => {
-        seen.push(...messages.map((m) => sc.decode(m.data)));
-      },
-    });
+    const { consumer, seen, log } = collectingConsumer({ stream: 'S_LOST', filterSubject: 'lost.>', ackFloorRefreshMs: 100 });
     consumer.start();
     const js = nc.jetstream();
     for (let k = 0; k < 20; k++) await js.publish('lost.a', sc.encode(`before-${k}`));

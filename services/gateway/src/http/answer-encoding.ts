@@ -1,5 +1,5 @@
 import { promisify } from 'node:util';
-import { gzip, constants as zlibConstants } from 'node:zlib';
+import { gzip } from 'node:zlib';
 import type { Request, Response } from 'express';
 
 const gzipAsync = promisify(gzip);
@@ -16,7 +16,7 @@ export const COMPRESS_FROM_BYTES = 8 * 1024;
  * Level 1: on JSON of this kind it keeps most of the saving of the default level (6) at a
  * fraction of its CPU, and the gateway's CPU is what every other request shares.
  */
-const GZIP_OPTIONS = { level: 1, memLevel: 9, strategy: zlibConstants.Z_DEFAULT_STRATEGY };
+const GZIP_OPTIONS = { level: 1 };
 
 /**
  * Writes a JSON answer (its text, or its bytes as a service wrote them), gzip-compressed when the
