@@ -20,7 +20,7 @@ import { currentWork, formatTraceparent, parseTraceparent, startHop, telemetryOn
 
 /** The hop of work done with telemetry off: no ids made, nothing ended. */
 const UNTRACED: Hop = { context: { traceId: '', spanId: '', sampled: false }, recording: false, end: () => undefined };
-import { ApiError, DeadlineExceededError, ServiceUnavailableError, ValidationError, isDeadlineExceeded, isStoreOutage, toEnvelopeError } from './errors';
+import { ApiError, DeadlineExceededError, ServiceUnavailableError, ValidationError, isDeadlineExceeded, isStoreOutage, NotDeliveredError, toEnvelopeError } from './errors';
 import type { Logger } from './logger';
 
 const codec = JSONCodec<unknown>();
@@ -265,7 +265,7 @@ export class Bus {
       raw = notice ? await replyUnlessUncommitted(reply, deadline + graceMs - Date.now(), notice.received) : await reply;
     } catch (err) {
       this.options.logger.warn({ subject, err: describeBusError(err), request_id: envelope.request_id }, 'bus request failed');
-      throw new ServiceUnavailableError();
+      throw notDelivered(err) ? new NotDeliveredError() : new ServiceUnavailableError();
     } finally {
       if (notice) this.noticesAwaited.delete(notice.subject);
     }
@@ -407,6 +407,11 @@ function replyUnlessUncommitted(reply: Promise<Msg>, graceEndsInMs: number, noti
     );
     reply.then(resolve, reject).finally(() => clearTimeout(timer));
   });
+}
+
+/** True when no replier received the request: no responders, or the breaker kept it from being sent. */
+function notDelivered(err: unknown): boolean {
+  return (err as NatsError | undefined)?.code === ErrorCode.NoResponders || (err as { code?: string } | undefined)?.code === 'EOPENBREAKER';
 }
 
 function describeBusError(err: unknown): string {

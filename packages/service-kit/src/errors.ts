@@ -68,6 +68,12 @@ export class ServiceUnavailableError extends ApiError {
 }
 
 /**
+ * A bus request no replier received: no service listened on its subject, or its circuit
+ * breaker was open so it was never sent. Nothing was done, so the caller may try another way.
+ */
+export class NotDeliveredError extends ServiceUnavailableError {}
+
+/**
  * The request's deadline passed before its work was stored: the transaction was rolled back,
  * so nothing was stored and a retry is safe.
  */

@@ -1,6 +1,6 @@
 import { connect, JSONCodec } from 'nats';
 import { testSubject } from '@fleet/test-kit';
-import { Bus, ConflictError, ForbiddenError, JsonBody, ServiceUnavailableError, createLogger, metricsRegistry } from '@fleet/service-kit';
+import { Bus, ConflictError, ForbiddenError, JsonBody, NotDeliveredError, ServiceUnavailableError, createLogger, metricsRegistry } from '@fleet/service-kit';
 import type { DeviceChangedEvent, RequestEnvelope } from '@fleet/contracts';
 
 const NATS_URL = process.env.NATS_URL ?? 'nats://127.0.0.1:4222';
@@ -131,9 +131,9 @@ describe('Bus', () => {
     expect(handler).not.toHaveBeenCalled();
   });
 
-  it('fails fast with 503 when nobody serves the subject', async () => {
+  it('fails fast with 503 when nobody serves the subject, telling the caller nothing received it', async () => {
     const started = Date.now();
-    await expect(client.request(subject('nobody.get'), envelope())).rejects.toBeInstanceOf(ServiceUnavailableError);
+    await expect(client.request(subject('nobody.get'), envelope())).rejects.toBeInstanceOf(NotDeliveredError);
     expect(Date.now() - started).toBeLessThan(250);
   });
 
@@ -141,7 +141,10 @@ describe('Bus', () => {
     server.serve(subject('slow.get'), () => new Promise((resolve) => setTimeout(() => resolve({}), 600)));
     await server.connection.flush();
     const started = Date.now();
-    await expect(client.request(subject('slow.get'), envelope(), { timeoutMs: 200 })).rejects.toMatchObject({ status: 503 });
+    const failure = await client.request(subject('slow.get'), envelope(), { timeoutMs: 200 }).catch((err: unknown) => err);
+    expect(failure).toMatchObject({ status: 503 });
+    // The handler received it: a timeout is no proof that nothing was done.
+    expect(failure).not.toBeInstanceOf(NotDeliveredError);
     expect(Date.now() - started).toBeLessThan(1000);
   });
 
@@ -149,9 +152,11 @@ describe('Bus', () => {
     const flaky = subject('flaky.get');
     for (let i = 0; i < 12; i++) await client.request(flaky, envelope()).catch(() => undefined);
     // A responder now exists, but the open breaker refuses before asking it.
-    server.serve(flaky, async () => ({ body: { fine: true } }));
+    const handler = jest.fn(async () => ({ body: { fine: true } }));
+    server.serve(flaky, handler);
     await server.connection.flush();
-    await expect(client.request(flaky, envelope())).rejects.toBeInstanceOf(ServiceUnavailableError);
+    await expect(client.request(flaky, envelope())).rejects.toBeInstanceOf(NotDeliveredError);
+    expect(handler).not.toHaveBeenCalled();
   });
 
   it('shares requests across replicas in the queue group', async () => {
