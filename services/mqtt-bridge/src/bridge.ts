@@ -12,7 +12,7 @@ import { deviceEventsStream, deviceInStream } from './capture/streams';
 import type { BridgeConfig } from './config';
 import { isStatusTopic, parseDeviceTopic, sharedSubscriptions, type DeviceTopic, type TopicRoots } from './domain/topics';
 import { deleteCredentialHandler, upsertCredentialHandler } from './handlers/credentials';
-import { publishHandler } from './handlers/publish';
+import { publishBatchHandler, publishHandler } from './handlers/publish';
 import { bridgeMetrics } from './capture/metrics';
 
 export interface Bridge {
@@ -168,7 +168,8 @@ export async function startBridge(config: BridgeConfig, runtime: ServiceRuntime)
   const handlers: ServiceHandlers<SubjectsOf<'mqtt-bridge'>> = {
     'bridge.credential.upsert': upsertCredentialHandler(credentials),
     'bridge.credential.delete': deleteCredentialHandler(credentials),
-    'bridge.message.publish': publishHandler(control, writer, roots),
+    'bridge.message.publish': publishHandler({ control, writer, roots }),
+    'bridge.message.publish.batch': publishBatchHandler({ control, writer, roots }),
   };
   bus.serveAll(handlers);
 

@@ -50,6 +50,7 @@ describe('mqtt-bridge against a dynamic-security broker, NATS and JetStream', ()
   const upsert = (device_id: string, product: 'light' | 'meter', pw: string) => ask(bridge.runtime, `${names.prefix}bridge.credential.upsert`, { device_id, product, password: pw });
   const remove = (device_id: string) => ask(bridge.runtime, `${names.prefix}bridge.credential.delete`, { device_id });
   const publish = (body: Record<string, unknown>) => ask(bridge.runtime, `${names.prefix}bridge.message.publish`, body);
+  const publishBatch = (messages: Array<Record<string, unknown>>) => ask(bridge.runtime, `${names.prefix}bridge.message.publish.batch`, { messages });
   const admin = () => mqttConnect(broker.url, { username: broker.adminUsername, password: broker.adminPassword, protocolVersion: 5 }).then(track);
 
   it('creates a credential the device can connect with, and refuses a wrong password', async () => {
@@ -213,6 +214,43 @@ describe('mqtt-bridge against a dynamic-security broker, NATS and JetStream', ()
     expect(await readStream(nc, names.deviceIn, `${names.prefix}dev.in.meter.${id}.>`)).toEqual([]);
     const events = await readStream(nc, names.deviceEvents, `${names.prefix}evt.bridge.>`);
     expect(events.flatMap((e) => (e.json() as { events: { device_id: string }[] }).events).filter((e) => e.device_id === id)).toEqual([]);
+  });
+
+  it('publishes a batch message by message, one outcome each in order, and captures each as dev.out', async () => {
+    const id = randomDeviceId();
+    const pw = password();
+    await upsert(id, 'light', pw);
+    const device = track(await connectDevice(broker.url, 'light', id, pw));
+    await device.subscribeAsync(`light/${id}/cmd/#`, { qos: 1 });
+    const received: string[] = [];
+    device.on('message', (t, p) => received.push(`${t} ${p.toString()}`));
+    const before = Date.now();
+    const reply = await publishBatch([
+      { topic: `light/${id}/cmd/light1`, payload: 'solid:FF0000', qos: 1, retain: false, request_id: 'req-1' },
+      { topic: `light/${id}/\u0085`, payload: 'x', qos: 1, retain: false, request_id: 'req-2' },
+      { topic: `light/${id}/cmd/sound`, payload: 'off', qos: 1, retain: false },
+    ]);
+    expect(reply).toMatchObject({ ok: true, status: 200 });
+    const results = (reply as unknown as { body: { results: Array<{ sent_at?: string; error?: unknown }> } }).body.results;
+    expect(results).toHaveLength(3);
+    expect(Date.parse(String(results[0]?.sent_at))).toBeGreaterThanOrEqual(before);
+    // The topic the broker would drop the connection for is refused alone; the others went out.
+    expect(results[1]).toEqual({ error: { status: 400, code: 'validation_error', message: "'topic' may not contain the control character U+0085" } });
+    expect(Date.parse(String(results[2]?.sent_at))).toBeGreaterThanOrEqual(before);
+    await waitFor(() => received.length === 2 || undefined, { what: 'both messages at the light' });
+    expect(received).toEqual([`light/${id}/cmd/light1 solid:FF0000`, `light/${id}/cmd/sound off`]);
+    const out = await waitFor(async () => {
+      const captured = await readStream(nc, names.deviceIn, `${names.prefix}dev.out.light.${id}.>`);
+      return captured.length === 2 ? captured : undefined;
+    }, { what: 'dev.out captures' });
+    expect(out.map((m) => [m.subject, m.string()])).toEqual([
+      [`${names.prefix}dev.out.light.${id}.cmd.light1`, 'solid:FF0000'],
+      [`${names.prefix}dev.out.light.${id}.cmd.sound`, 'off'],
+    ]);
+    // An empty batch or one past 64 messages is not a batch.
+    expect(await publishBatch([])).toMatchObject({ ok: false, error: { status: 400 } });
+    const tooMany = Array.from({ length: 65 }, () => ({ topic: `light/${id}/cmd/light2`, payload: 'off', qos: 1, retain: false }));
+    expect(await publishBatch(tooMany)).toMatchObject({ ok: false, error: { status: 400 } });
   });
 
   it('turns presence and the last will into connectivity batches', async () => {
