@@ -15,8 +15,9 @@
  *   reaches the broker after the partner was told 503.
  * - **Contract**: the bus checks bodies and replies against their schema (proto-schemas/bridge/).
  */
-import { ContractViolation, type BridgeCredentialUpsertBody, type BridgeMessagePublishReply, type SubjectsOf } from '@fleet/contracts';
+import { ContractViolation, type BridgeCredentialUpsertBody, type BridgeMessagePublishBody, type BridgeMessagePublishReply, type SubjectsOf } from '@fleet/contracts';
 import { ServiceUnavailableError, type BodyOf, type Bus, type CallFor, type ReplyBodyOf, type RequestOf, type ServiceClientOptions } from '@fleet/service-kit';
+import { PublishBatcher } from './publish-batcher';
 
 type BridgeSubject = SubjectsOf<'mqtt-bridge'>;
 
@@ -50,7 +51,13 @@ export interface MessagePublisher {
   publish(call: CallFor, message: OutgoingMessage): Promise<Published>;
 }
 
-export type BridgeClientOptions = ServiceClientOptions;
+export interface BridgeClientOptions extends ServiceClientOptions {
+  /**
+   * Send the messages published in one event-loop turn as one bridge.message.publish.batch
+   * request (PublishBatcher); default true. Each publish keeps its own outcome and deadline.
+   */
+  batchPublishes?: boolean;
+}
 
 /** The QoS the device protocol gives a topic, or undefined for topics it does not define. */
 export function protocolQos(topic: string): 0 | 1 | 2 | undefined {
@@ -66,10 +73,16 @@ export const publishFailed = (): ServiceUnavailableError =>
   new ServiceUnavailableError('The command could not be delivered to the device broker; retry shortly.', 'publish_failed');
 
 export class BridgeClient implements BrokerCredentials, MessagePublisher {
+  private readonly batcher?: PublishBatcher;
+
   constructor(
     private readonly bus: Bus,
     private readonly options: BridgeClientOptions,
-  ) {}
+  ) {
+    if (options.batchPublishes !== false) {
+      this.batcher = new PublishBatcher({ bus, timeoutMs: options.timeoutMs, logger: options.logger, publishAlone: (call, body) => this.publishAlone(call, body), failure: publishFailed });
+    }
+  }
 
   async setCredential(call: CallFor, credential: BridgeCredentialUpsertBody): Promise<void> {
     await this.call('bridge.credential.upsert', call, { ...credential }, brokerUnavailable);
@@ -82,6 +95,10 @@ export class BridgeClient implements BrokerCredentials, MessagePublisher {
   async publish(call: CallFor, message: OutgoingMessage): Promise<Published> {
     const qos = (message.qosAsGiven ? message.qos : undefined) ?? protocolQos(message.topic) ?? message.qos ?? 1;
     const body = { topic: message.topic, payload: message.payload, qos, retain: message.retain ?? false };
+    return this.batcher ? this.batcher.publish(call, body) : this.publishAlone(call, body);
+  }
+
+  private async publishAlone(call: CallFor, body: BridgeMessagePublishBody): Promise<Published> {
     const published = await this.call('bridge.message.publish', call, body, publishFailed);
     // The bus checked the reply against its schema; a bridge that answered no body is a bug.
     if (!published) throw new Error('the bridge answered a publish without its body');

@@ -1,6 +1,7 @@
 import { Bus, createLogger, ServiceUnavailableError } from '@fleet/service-kit';
 import { BridgeStandIn, randomDeviceId, startPrivateNats, uniqueId, type PrivateNats, rejectionOf } from '@fleet/test-kit';
 import { BridgeClient, protocolQos } from '../src';
+import { BATCH_MAX_MESSAGES } from '../src/publish-batcher';
 
 const logger = createLogger('bridge-client-test', 'silent');
 let nats: PrivateNats;
@@ -69,5 +70,67 @@ describe('BridgeClient', () => {
     await expect(client.setCredential(call(), { device_id: 'nope', product: 'light', password: 'short' })).rejects.toThrow(/contract/);
     expect(bridge.published).toEqual([]);
     expect(bridge.upserts).toEqual([]);
+  });
+
+  it('sends the messages of one event-loop turn as one batch request, each caller with its own outcome', async () => {
+    const id = randomDeviceId();
+    const topics = Array.from({ length: 5 }, (_, k) => `light/${id}/cmd/light${(k % 3) + 1}`);
+    bridge.refusedTopics.add(`light/${id}/custom`);
+    const outcomes = await Promise.allSettled([
+      ...topics.map((topic, k) => client.publish(call(), { topic, payload: `solid:00000${k}` })),
+      client.publish(call(), { topic: `light/${id}/custom`, payload: 'x' }),
+    ]);
+    expect(bridge.batches).toEqual([6]);
+    expect(outcomes.slice(0, 5).map((o) => (o.status === 'fulfilled' ? o.value.payload : o.reason))).toEqual(topics.map((_, k) => `solid:00000${k}`));
+    const refused = outcomes[5] as PromiseRejectedResult;
+    expect(refused.reason).toBeInstanceOf(ServiceUnavailableError);
+    expect(refused.reason.code).toBe('publish_failed');
+    expect(bridge.published.map((m) => m.topic)).toEqual(topics);
+    // A lone message in its turn goes as bridge.message.publish: no batch.
+    await client.publish(call(), { topic: topics[0] as string, payload: 'off' });
+    expect(bridge.batches).toEqual([6]);
+    expect(bridge.published).toHaveLength(6);
+  });
+
+  it(`splits a turn's messages into batches of at most ${BATCH_MAX_MESSAGES}`, async () => {
+    const id = randomDeviceId();
+    const sent = await Promise.all(Array.from({ length: BATCH_MAX_MESSAGES + 3 }, (_, k) => client.publish(call(), { topic: `light/${id}/cmd/sound`, payload: `n${k}` })));
+    expect(bridge.batches).toEqual([BATCH_MAX_MESSAGES, 3]);
+    expect(sent.map((s) => s.payload)).toEqual(bridge.published.map((m) => m.payload));
+  });
+
+  it('fails every message of a batch the bridge did not answer, and a message already late alone', async () => {
+    const id = randomDeviceId();
+    bridge.mode = 'silent';
+    const started = Date.now();
+    const failures = await Promise.all([1, 2, 3].map((k) => failure(client.publish(call(), { topic: `light/${id}/cmd/light${k}`, payload: 'x' }))));
+    expect(failures.map((f) => f.code)).toEqual(['publish_failed', 'publish_failed', 'publish_failed']);
+    expect(Date.now() - started).toBeLessThan(1500);
+    bridge.mode = 'ok';
+    const [late, onTime] = await Promise.allSettled([
+      client.publish({ requestId: 'late', deadline: Date.now() - 1 }, { topic: `light/${id}/cmd/light1`, payload: 'late' }),
+      client.publish(call(), { topic: `light/${id}/cmd/light2`, payload: 'on time' }),
+    ]);
+    expect((late as PromiseRejectedResult).reason.code).toBe('publish_failed');
+    expect(onTime.status).toBe('fulfilled');
+    expect(bridge.published.map((m) => m.payload)).toEqual(['on time']);
+  });
+
+  it('sends message by message to a bridge that does not serve batches', async () => {
+    const older = new BridgeStandIn(bus.connection, { prefix: 'older.', serveBatch: false });
+    const prefixedBus = await Bus.connect({ servers: nats.url, service: 'bridge-client-older', logger, requestTimeoutMs: 3000, subjectPrefix: 'older.' });
+    try {
+      const olderClient = new BridgeClient(prefixedBus, { timeoutMs: 300, logger });
+      const id = randomDeviceId();
+      const sent = await Promise.all([1, 2, 3].map((k) => olderClient.publish(call(), { topic: `light/${id}/cmd/light${k}`, payload: `p${k}` })));
+      expect(sent.map((s) => s.payload)).toEqual(['p1', 'p2', 'p3']);
+      expect(older.published.map((m) => m.payload)).toEqual(['p1', 'p2', 'p3']);
+      // Remembered for a while: the next turn's messages go one by one without trying a batch.
+      await Promise.all([4, 5].map((k) => olderClient.publish(call(), { topic: `light/${id}/cmd/light${k - 3}`, payload: `p${k}` })));
+      expect(older.published).toHaveLength(5);
+    } finally {
+      older.close();
+      await prefixedBus.drain();
+    }
   });
 });
