@@ -34,6 +34,10 @@ const testRoutes: RouteDef[] = [
     body: { type: 'object', required: ['name'], properties: { name: { type: 'string' } } }, responses: { 204: { description: 'done' } },
   },
   {
+    method: 'GET', path: '/v1/devices/{device_id}/peek', operationId: 'peek', tag: 'Test', summary: 'peek',
+    permission: null, target: { subject: subject('peek') }, device: { ownerResolves: true }, responses: ok,
+  },
+  {
     method: 'DELETE', path: '/v1/devices/{device_id}', operationId: 'remove', tag: 'Test', summary: 'remove',
     permission: 'device_removal', target: { subject: subject('remove') }, device: {}, limits: ['destructive'],
     query: { properties: { confirm: { type: 'string' } } }, body: { type: 'object', properties: { confirm: { type: 'string' } } }, bodyOptional: true,
@@ -78,6 +82,7 @@ beforeAll(async () => {
   gw = await startTestGateway(testRoutes, { CONFIG_MUTATIONS_PER_MIN: '2', DESTRUCTIVE_PER_HOUR: '1', DEVICE_COMMAND_CEILING_PER_MIN: '3' });
   const record = (name: string, req: RequestEnvelope) => (calls[name] ??= []).push(req);
   gw.bus.serve('registry.scope.resolve', async (req) => {
+    record('resolve', req);
     const device = devices.get(req.params.device_id ?? '');
     const principal = req.principal;
     const visible = device && principal && (principal.permissions.includes('access_all_devices') || principal.org_grants.includes(device.org_node_id ?? -1));
@@ -95,6 +100,11 @@ beforeAll(async () => {
   });
   gw.bus.serve(subject('poke'), async (req) => (record('poke', req), { status: 202, body: { device: req.device?.device_id, n: (calls.poke ?? []).length } }));
   gw.bus.serve(subject('label'), async (req) => (record('label', req), { status: 204 }));
+  gw.bus.serve(subject('peek'), async (req) => {
+    record('peek', req);
+    if (req.params.device_id !== 'ABCDEF012345') throw new NotFoundError('Device not found.');
+    return { body: { device_id: req.params.device_id } };
+  });
   gw.bus.serve(subject('remove'), async (req) => {
     record('remove', req);
     const confirm = ((req.query as { confirm?: string }).confirm) ?? ((req.body as { confirm?: string } | undefined)?.confirm);
@@ -385,6 +395,24 @@ describe('device scope', () => {
     expect(envelope?.device).toEqual(devices.get(device));
     expect(envelope?.principal?.partner_id).toBe(p.id);
     expect(envelope?.body).toEqual({ n: 1 });
+  });
+
+  it('asks the owner alone where the owner resolves the device itself', async () => {
+    const p = await gw.partner(['--permissions', 'raw_commands', '--grant', '12']);
+    const resolvedBefore = (calls.resolve ?? []).length;
+    const found = await call(gw.url, 'GET', '/v1/devices/ABCDEF012345/peek', { key: p.key });
+    const missing = await call(gw.url, 'GET', `/v1/devices/${randomDeviceId()}/peek`, { key: p.key });
+    expect([found.status, found.body]).toEqual([200, { device_id: 'ABCDEF012345' }]);
+    expect([missing.status, missing.body.code]).toEqual([404, 'not_found']);
+    expect((calls.resolve ?? []).length).toBe(resolvedBefore);
+    expect(calls.peek?.map((e) => [e.params.device_id !== undefined, e.device])).toEqual([
+      [true, undefined],
+      [true, undefined],
+    ]);
+    // A malformed id is 404 as on every device route: no device has it.
+    const malformed = await call(gw.url, 'GET', '/v1/devices/nope/peek', { key: p.key });
+    expect([malformed.status, malformed.body.code]).toEqual([404, 'not_found']);
+    expect((calls.resolve ?? []).length).toBe(resolvedBefore);
   });
 
   it('treats a device of another product as not found on product routes', async () => {

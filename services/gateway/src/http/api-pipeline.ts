@@ -273,7 +273,7 @@ async function runRoute(
   }
 
   let device: DeviceSummary | undefined;
-  if (route.device) {
+  if (route.device && !route.device.ownerResolves) {
     device = await deps.scope.resolve(requestId, principal, params.device_id as string);
     if (route.device.product && device.product !== route.device.product) throw new NotFoundError('Device not found.');
   }

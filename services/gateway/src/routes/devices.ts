@@ -143,7 +143,7 @@ export const deviceRoutes: RouteDef[] = [
     summary: 'One device',
     permission: null,
     target: { subject: 'registry.device.get' },
-    device: {},
+    device: { ownerResolves: true },
     responses: { 200: { description: 'The device', schema: deviceSchema } },
   },
   {
@@ -201,7 +201,7 @@ export const deviceRoutes: RouteDef[] = [
     summary: 'A device’s connectivity and recent telemetry',
     permission: 'health_read',
     target: { subject: 'registry.device.health' },
-    device: {},
+    device: { ownerResolves: true },
     query: {
       properties: {
         hours: { type: 'integer', minimum: 1, maximum: 720, default: 24, description: 'How far back telemetry goes, in hours (default 24, max 720).' },

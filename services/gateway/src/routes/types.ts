@@ -68,8 +68,14 @@ export interface RouteDef {
   permission: Permission | readonly Permission[] | null;
   tierOf?: TierOf;
   target: RouteTarget;
-  /** The route names a device in `{device_id}`: the registry resolves it within the partner's scope. */
-  device?: { product?: 'light' | 'meter' };
+  /**
+   * The route names a device in `{device_id}`: the registry resolves it within the partner's
+   * scope before the request goes on (404 otherwise), and the owner receives it in the envelope.
+   * `ownerResolves`: the owner is the registry itself, which answers from the same scoped lookup,
+   * so the gateway does not ask it first (one bus hop and one query fewer). Only for routes
+   * without a product or limit classes, which would need the device before the owner is asked.
+   */
+  device?: { product?: 'light' | 'meter'; ownerResolves?: boolean };
   /** Path parameter schemas by name (every `{name}` in the path must be here). */
   params?: Record<string, JsonSchema>;
   /** Query parameters: properties and which are required. Unknown parameters are refused. */
