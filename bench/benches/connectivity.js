@@ -173,7 +173,7 @@ function table(result) {
     rows: [
       row('GET /v1/devices/{id} shows connected', result.fleet_to_connected_ms),
       row('a plain subscriber receives it (baseline)', result.baseline_to_subscriber_ms),
-      row('each GET /v1/devices/{id} (one poll)', { ...result.get_ms, count: result.get_ms.count }),
+      row('each GET /v1/devices/{id} (one poll)', result.get_ms),
       row('POST .../sample answered', result.sample_answer_ms),
     ],
     notes: [
