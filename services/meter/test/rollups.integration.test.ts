@@ -173,6 +173,18 @@ describe('rollups', () => {
     }
   }, 60_000);
 
+  it('reads day and hour buckets through statements of their own, so neither settles the plan of the other', async () => {
+    const dev = randomDeviceId();
+    const texts: string[] = [];
+    const recording = { $queryRawUnsafe: <T>(sql: string, ...values: unknown[]) => (texts.push(sql), reader.$queryRawUnsafe<T>(sql, ...values)) };
+    const window = { start: '2026-06-01T00:00:00Z', end: '2026-06-03T00:00:00Z', tz: 'Europe/Berlin' };
+    for (const width of ['day', 'hour', 'day', 'hour'] as const) await getEnergy(recording, envelope(dev, { ...window, bucket: width }));
+    expect(texts).toHaveLength(4);
+    expect(texts[0]).toBe(texts[2]);
+    expect(texts[1]).toBe(texts[3]);
+    expect(texts[0]).not.toBe(texts[1]);
+  });
+
   it('are backfilled by the migration for records stored before it', async () => {
     const dev = randomDeviceId();
     const rnd = random(7);
