@@ -25,8 +25,9 @@ function databaseUrl(name) {
  * `serviceEnv` is added to every service's environment; under --profile (BENCH_CPU_PROFILE_DIR
  * set by bench/run.js) every service also writes a CPU profile when it stops;
  * `privateNats` starts a nats-server for this fleet alone. BENCH_SERVICE_NODE_OPTIONS (e.g.
- * `--require <abs path>/bench/lib/gc-log-preload.js`) is given to every service as NODE_OPTIONS; BENCH_KEEP_LOGS=1 keeps the work
- * folder (service logs) after a run that went well too.
+ * `--require <absolute path>/bench/lib/gc-log-preload.js`) is given to every service as
+ * NODE_OPTIONS; BENCH_KEEP_LOGS=1 keeps the work folder (service logs) after a run that went
+ * well too.
  * Returns { fleet, id, databasePrefix, redisKeyPrefix, logDir, gatewayDatabaseUrl, cleanup }.
  * cleanup({ keepLogs }) stops the services, drops the databases, deletes the Redis keys and
  * removes the work folder (unless keepLogs); it is safe to call more than once.
