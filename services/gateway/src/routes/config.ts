@@ -253,6 +253,17 @@ export const configRoutes: RouteDef[] = [
       type: 'object',
       additionalProperties: false,
       required: ['name', 'rules'],
+      examples: [
+        {
+          name: 'Freezer',
+          description: 'Warm above -15 °C twice in a row; silent sensors are no data.',
+          rules: [
+            { all: [{ metric: 'reading_count', op: '==', value: 0 }], level: 'NO_SENSORS' },
+            { all: [{ metric: 'consecutive_breaches', op: '>=', value: 2 }, { metric: 'latest_temp_c', op: '>', value: -15 }], level: 'WARNING' },
+          ],
+          default: 'CLEAR',
+        },
+      ],
       properties: { name: text(120, '1–120 characters, unique among the profiles you see.'), description: { type: ['string', 'null'], maxLength: 1000 }, rules, default: { type: 'string', enum: LEVELS, default: 'CLEAR' } },
     },
     idempotent: true,

@@ -34,6 +34,7 @@ const provisionBody: JsonSchema = {
   type: 'object',
   additionalProperties: false,
   required: ['credential_format'],
+  examples: [{ credential_format: 'derived-v1', product: 'light', name: 'Lobby light' }],
   properties: {
     credential_format: { type: 'string', enum: ['derived-v1'], description: 'Must be `derived-v1`; otherwise 400 and nothing is created.' },
     credential_source: {

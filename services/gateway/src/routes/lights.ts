@@ -115,6 +115,7 @@ export const lightRoutes: RouteDef[] = [
       type: 'object',
       additionalProperties: false,
       required: ['channel', 'payload'],
+      examples: [{ channel: 'light1', payload: 'pulse:FF0000,1200' }],
       properties: {
         channel: channelSchema,
         payload: nameText({ minLength: 1, maxLength: 255, description: 'A light wire payload, e.g. `pulse:FF0000,1200` or `solid:00FF00@5000/60000` (light2/light3); never control characters.' }),
@@ -147,6 +148,7 @@ export const lightRoutes: RouteDef[] = [
       type: 'object',
       additionalProperties: false,
       required: ['command'],
+      examples: [{ command: 'pulse', params: { color: 'FF0000', period_s: 1.2 } }],
       properties: {
         command: nameText({ minLength: 1, maxLength: 64 }),
         params: { type: 'object', description: 'Parameter values by name; see GET /v1/commands.' },

@@ -205,6 +205,7 @@ export const systemRoutes: RouteDef[] = [
       type: 'object',
       additionalProperties: false,
       required: ['command'],
+      examples: [{ command: 'query' }, { command: 'set', params: { key: 'volume', value: 40 } }],
       properties: {
         command: { type: 'string', minLength: 1, maxLength: 32, description: 'A verb of GET /v1/system/commands.' },
         params: { type: 'object', description: 'The verb’s parameters (GET /v1/system/commands).' },
@@ -256,11 +257,12 @@ export const systemRoutes: RouteDef[] = [
     tierOf: settingTierOf,
     target: { subject: 'system.settings.put' },
     device: {},
-    params: { device_id: deviceIdParam, key: { type: 'string', minLength: 1, maxLength: 64, pattern: '^[A-Za-z0-9_.-]+$' } },
+    params: { device_id: deviceIdParam, key: { type: 'string', minLength: 1, maxLength: 64, pattern: '^[A-Za-z0-9_.-]+$', examples: ['volume'] } },
     body: {
       type: 'object',
       additionalProperties: false,
       required: ['value'],
+      examples: [{ value: 40 }],
       properties: { value: { type: ['string', 'integer', 'boolean'], description: 'Of the key’s type.' }, confirm: confirmField },
     },
     limits: ['device_command'],
@@ -384,7 +386,7 @@ export const systemRoutes: RouteDef[] = [
     permission: 'system_control',
     target: { subject: 'system.transfer.create' },
     device: {},
-    body: { type: 'object', additionalProperties: false, required: ['name'], properties: { name: fileName, dest: fileName } },
+    body: { type: 'object', additionalProperties: false, required: ['name'], examples: [{ name: 'chime.mp3' }], properties: { name: fileName, dest: fileName } },
     idempotent: true,
     limits: ['device_command'],
     responses: {
