@@ -2,6 +2,7 @@ import { SimClock, SimulatedLight, SimulatedMeter } from '@fleet/device-sim';
 import { randomDeviceId, waitFor, WebhookReceiver } from '@fleet/test-kit';
 import { admin, api, partnerWithKey } from './support/api';
 import { ALERT_PERIOD_MS, e2eFleet } from './support/fleet-env';
+import { mp3, uploadPlatformFile } from './support/platform-files';
 
 /**
  * Push events end to end: devices and partners act through the broker and the gateway, the
@@ -127,13 +128,7 @@ it('a file push settling arrives once with the transfer as the transfer route sh
   await startLight(id, { fetchFiles: true });
   await waitFor(async () => (await api('GET', `/v1/devices/${id}`, { key: watcher.key })).body.status === 'connected', { what: 'the light connected' });
   const name = `chime-${id}.mp3`;
-  const frame = Buffer.alloc(216, 0);
-  frame.set([0xff, 0xf3, 0x68, 0xc4]);
-  const form = new FormData();
-  form.set('dir', 'files');
-  form.set('file', new Blob([Buffer.concat(Array.from({ length: 40 }, () => frame))]), name);
-  const uploaded = await fetch(`${e2eFleet().gatewayUrl}/v1/system/files`, { method: 'POST', headers: { Authorization: `Bearer ${watcher.key}` }, body: form });
-  expect(uploaded.status).toBe(201);
+  expect((await uploadPlatformFile(watcher.key, 'files', name, mp3(40))).status).toBe(201);
   const pushed = await expectStatus(api('POST', `/v1/devices/${id}/files`, { key: watcher.key, body: { name } }), 202);
   const settled = await waitFor(() => accepted(receiver, 'file_transfer.settled', id)[0], { timeoutMs: 20_000, what: 'file_transfer.settled' });
   const transfer = await expectStatus(api('GET', `/v1/devices/${id}/files/${String(pushed.transfer_id)}`, { key: watcher.key }), 200);

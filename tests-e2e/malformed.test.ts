@@ -5,6 +5,7 @@ import { routes } from '../services/gateway/src/routes/table';
 import type { JsonSchema, RouteDef } from '../services/gateway/src/routes/types';
 import { api, partnerWithKey } from './support/api';
 import { e2eFleet } from './support/fleet-env';
+import { mp3, uploadPlatformFile } from './support/platform-files';
 import { DEVICE_ID_PATTERN } from '@fleet/device-protocol';
 
 /**
@@ -154,6 +155,9 @@ interface World {
   fresh: string[];
 }
 
+/** Uploaded at the start (the push route's example names it) and never deleted by a generated request. */
+const SPARED_FILE = 'chime.mp3';
+
 let world: World;
 let port: number;
 
@@ -168,6 +172,8 @@ beforeAll(async () => {
     const res = await api('POST', `/v1/devices/${id}`, { key: world.key, body: { credential_format: 'derived-v1', product, name: `malformed ${product}` } });
     expect(res.status).toBe(201);
   }
+  // The file a push names in the route's example, so that well-formed pushes reach a transfer.
+  expect([201, 409]).toContain((await uploadPlatformFile(world.key, 'files', SPARED_FILE, mp3(20))).status);
 });
 
 // ---------------------------------------------------------------------------------------
@@ -357,8 +363,16 @@ function queryValue(name: string, schema: JsonSchema | undefined): fc.Arbitrary<
   );
 }
 
-function queryString(route: RouteDef): fc.Arbitrary<string> {
+/** A query string for the route: any of its parameters with any values and extras, or (wellFormed) its required ones with valid values. */
+function queryString(route: RouteDef, { wellFormed = false } = {}): fc.Arbitrary<string> {
   const properties = Object.entries(route.query?.properties ?? {});
+  if (wellFormed) {
+    const required = new Set((route.query?.required ?? []) as string[]);
+    if (!required.size) return fc.constant('');
+    return fc
+      .tuple(...[...required].map((n) => validValue(route.query?.properties[n] as JsonSchema, n).map((v) => `${n}=${enc(typeof v === 'string' ? v : JSON.stringify(v))}`)))
+      .map((parts) => `?${parts.join('&')}`);
+  }
   const declared = properties.length
     ? fc.subarray(properties.map(([k]) => k)).chain((names) => fc.tuple(...names.map((n) => queryValue(n, route.query?.properties[n]).map((v) => `${n}=${v}`))))
     : fc.constant([] as string[]);
@@ -524,12 +538,60 @@ function uploadRequestFor(route: RouteDef): fc.Arbitrary<WireRequest> {
     });
 }
 
+/** A well-formed upload: a new text file in files/, with the key. */
+function wellFormedUploadFor(route: RouteDef): fc.Arbitrary<WireRequest> {
+  return fc.tuple(fc.stringMatching(/^[a-z0-9]{1,12}$/), fc.uint8Array({ maxLength: 256 })).map(([n, data]) => {
+    const boundary = 'fuzzboundary';
+    const body = Buffer.concat([
+      Buffer.from(`--${boundary}\r\nContent-Disposition: form-data; name="dir"\r\n\r\nfiles\r\n`),
+      Buffer.from(`--${boundary}\r\nContent-Disposition: form-data; name="file"; filename="fuzz-${n}.txt"\r\nContent-Type: application/octet-stream\r\n\r\n`),
+      Buffer.from(data),
+      Buffer.from(`\r\n--${boundary}--\r\n`),
+    ]);
+    return {
+      route: `${route.method} ${route.path}`,
+      method: route.method,
+      target: route.path,
+      headers: [['Authorization', `Bearer ${world.key}`], ['Content-Type', `multipart/form-data; boundary=${boundary}`]] as Array<[string, string]>,
+      body,
+    };
+  });
+}
+
 function requestFor(route: RouteDef): fc.Arbitrary<WireRequest> {
-  if ('upload' in route.target) return fc.oneof({ arbitrary: uploadRequestFor(route), weight: 4 }, { arbitrary: jsonRequestFor(route), weight: 1 });
+  if ('upload' in route.target) {
+    return fc.oneof({ arbitrary: uploadRequestFor(route), weight: 4 }, { arbitrary: jsonRequestFor(route), weight: 1 }, { arbitrary: wellFormedUploadFor(route), weight: 1 });
+  }
   return jsonRequestFor(route);
 }
 
+/**
+ * A request the route's schemas accept: its method, own devices in the path, required query
+ * parameters, a valid body and key. Mixed in now and then so that every route reaches its owning
+ * service in every run, whatever the seed (a malformed request alone rarely gets all of that right).
+ */
+function wellFormedRequestFor(route: RouteDef): fc.Arbitrary<WireRequest> {
+  const names = [...route.path.matchAll(/\{([a-z_]+)\}/g)].map((m) => m[1] as string);
+  const mine = route.device?.product === 'meter' ? world.meter : world.light;
+  const path = fc
+    .tuple(...names.map((n) => (n === 'device_id' ? fc.constant(mine) : validValue(route.params?.[n] ?? { type: 'string', minLength: 1 }, n).map((v) => enc(String(v))))))
+    .map((values) => names.reduce((p, n, i) => p.replace(`{${n}}`, values[i] as string), route.path));
+  // The route's own examples (what /docs shows) half the time: a schema-valid body alone is often refused by its owner (an unknown verb).
+  const body = route.body ? validValue(route.body, 'body').map((b): Buffer | undefined => Buffer.from(JSON.stringify(b))) : fc.constant(undefined);
+  return fc.tuple(path, queryString(route, { wellFormed: true }), body).map(([p, query, b]) => ({
+    route: `${route.method} ${route.path}`,
+    method: route.method,
+    target: `${p}${query}`,
+    headers: [['Authorization', `Bearer ${world.key}`], ...(b ? [['Content-Type', 'application/json']] : [])] as Array<[string, string]>,
+    ...(b ? { body: b } : {}),
+  }));
+}
+
 function jsonRequestFor(route: RouteDef): fc.Arbitrary<WireRequest> {
+  return fc.oneof({ arbitrary: malformedJsonRequestFor(route), weight: 9 }, { arbitrary: wellFormedRequestFor(route), weight: 1 }).map((req) => spareWorld(req));
+}
+
+function malformedJsonRequestFor(route: RouteDef): fc.Arbitrary<WireRequest> {
   const takesBody = route.body !== undefined;
   const otherMethods = (['GET', 'POST', 'PUT', 'PATCH', 'DELETE', 'HEAD', 'OPTIONS', 'TRACE'] as const).filter((m) => m !== route.method);
   const method = fc.oneof({ arbitrary: fc.constant(route.method as string), weight: 19 }, { arbitrary: fc.constantFrom<string>(...otherMethods), weight: 1 });
@@ -548,15 +610,15 @@ function jsonRequestFor(route: RouteDef): fc.Arbitrary<WireRequest> {
         headers,
         ...(b !== undefined && m !== 'HEAD' ? { body: b } : {}),
       })),
-    )
-    .map((req) => spareOwnDevices(req));
+    );
 }
 
 /**
- * Keeps the two target devices alive: a removal that names one of them with a matching confirm
- * would succeed (it is a valid request), so its confirm is changed.
+ * Keeps the two target devices and the pushed platform file: a removal that names one of them
+ * (with a matching confirm) would succeed, as it is a valid request, so the name is changed.
  */
-function spareOwnDevices(req: WireRequest): WireRequest {
+function spareWorld(req: WireRequest): WireRequest {
+  if (req.method === 'DELETE' && req.target.startsWith('/v1/system/files')) return { ...req, target: req.target.split(`name=${SPARED_FILE}`).join(`name=spared-${SPARED_FILE}`) };
   if (req.method !== 'DELETE' || !new RegExp(`^/v1/devices/${DEVICE_ID_PATTERN.slice(1, -1)}(\\?|$)`).test(req.target)) return req;
   const guarded = [world.light, world.meter];
   let target = req.target;

@@ -3,8 +3,9 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { SimulatedLight, type DeviceMessage } from '@fleet/device-sim';
 import { randomDeviceId, waitFor } from '@fleet/test-kit';
-import { api, partnerWithKey, type Answer } from './support/api';
+import { api, partnerWithKey } from './support/api';
 import { e2eFleet, TRANSFER_ACK_TIMEOUT_S } from './support/fleet-env';
+import { mp3, uploadPlatformFile } from './support/platform-files';
 
 /**
  * The system interface end to end: simulated lights that answer `sys/exe` as the device
@@ -20,25 +21,6 @@ let admin: Awaited<ReturnType<typeof partnerWithKey>>;
 let reader: Awaited<ReturnType<typeof partnerWithKey>>;
 
 type Json = Record<string, unknown>;
-
-/** A short mono MPEG-2 Layer III clip, 16 kHz, 48 kbps: `frames` frames of 216 bytes (header FF F3 68 C4, silent body). */
-function mp3(frames: number, seed = 0): Buffer {
-  const frame = Buffer.alloc(216, 0);
-  frame.set([0xff, 0xf3, 0x68, 0xc4]);
-  const out = Buffer.concat(Array.from({ length: frames }, () => frame));
-  // Bytes inside the frame bodies make clips of the same length differ (their SHA-256 too).
-  out[100] = seed & 0xff;
-  return out;
-}
-
-async function upload(key: string, dir: string, name: string, bytes: Buffer): Promise<Answer> {
-  const form = new FormData();
-  form.set('dir', dir);
-  form.set('file', new Blob([bytes]), name);
-  const res = await fetch(`${e2eFleet().gatewayUrl}/v1/system/files`, { method: 'POST', headers: { Authorization: `Bearer ${key}` }, body: form });
-  const text = await res.text();
-  return { status: res.status, headers: res.headers, text, body: text ? (JSON.parse(text) as Json) : {} };
-}
 
 async function provisionLight(options: Partial<ConstructorParameters<typeof SimulatedLight>[0]> = {}, credential: Json = { credential_source: 'root_secret', root_secret: SECRET }): Promise<SimulatedLight> {
   const id = randomDeviceId();
@@ -238,27 +220,27 @@ describe('platform files and file push', () => {
 
   it('stores an upload with its SHA-256 and audio check, never overwrites, lists and deletes', async () => {
     const bytes = mp3(100);
-    const res = await upload(operator.key, 'files', name, bytes);
+    const res = await uploadPlatformFile(operator.key, 'files', name, bytes);
     expect(res.status).toBe(201);
     expect(res.body).toMatchObject({ dir: 'files', name, size: bytes.length });
     expect(res.body.sha256).toBe(createHash('sha256').update(bytes).digest('hex'));
     expect(res.body.audio).toMatchObject({ playable: true, summary: expect.objectContaining({ channel_mode: 'mono', sample_rate_hz: 16000 }) });
-    const again = await upload(operator.key, 'files', name, mp3(50));
+    const again = await uploadPlatformFile(operator.key, 'files', name, mp3(50));
     expect([again.status, again.body.code]).toEqual([409, 'conflict']);
     const wav = Buffer.concat([Buffer.from('RIFF\x24\x08\x00\x00WAVEfmt ', 'latin1'), Buffer.alloc(2048)]);
-    const notMp3 = await upload(operator.key, 'files', `wave-${Date.now()}.mp3`, wav);
+    const notMp3 = await uploadPlatformFile(operator.key, 'files', `wave-${Date.now()}.mp3`, wav);
     expect([notMp3.status, notMp3.body.code]).toEqual([400, 'validation_error']);
     const listed = await api('GET', '/v1/system/files?dir=files', { key: reader.key });
     expect((listed.body.files as Json[]).find((f) => f.name === name)).toMatchObject({ size: bytes.length, sha256: res.body.sha256 });
     const gone = `gone-${Date.now()}.txt`;
-    expect((await upload(operator.key, 'files', gone, Buffer.from('hello'))).status).toBe(201);
+    expect((await uploadPlatformFile(operator.key, 'files', gone, Buffer.from('hello'))).status).toBe(201);
     expect((await api('DELETE', `/v1/system/files?dir=files&name=${gone}`, { key: operator.key })).status).toBe(204);
     expect((await api('DELETE', `/v1/system/files?dir=files&name=${gone}`, { key: operator.key })).status).toBe(404);
   });
 
   it('answers the upload’s Location: the file list filtered to the new file', async () => {
     const located = `located-${Date.now()}.txt`;
-    const res = await upload(operator.key, 'files', located, Buffer.from('where am I'));
+    const res = await uploadPlatformFile(operator.key, 'files', located, Buffer.from('where am I'));
     expect(res.status).toBe(201);
     const location = String(res.headers.get('location'));
     expect(location).toBe(`/v1/system/files?dir=files&name=${located}`);
@@ -288,7 +270,7 @@ describe('platform files and file push', () => {
 
   it('fails a push whose bytes do not match their SHA-256, with the device’s reason', async () => {
     const other = `other-${Date.now()}.mp3`;
-    expect((await upload(operator.key, 'files', other, mp3(20, 7))).status).toBe(201);
+    expect((await uploadPlatformFile(operator.key, 'files', other, mp3(20, 7))).status).toBe(201);
     // The stored bytes change behind the platform's back: the device's check catches it.
     fs.writeFileSync(path.join(e2eFleet().dataDir, 'files', 'files', other), mp3(20, 8));
     const res = await api('POST', `/v1/devices/${light.deviceId}/files`, { key: operator.key, body: { name: other, dest: 'alert.mp3' } });
@@ -337,7 +319,7 @@ describe('a removed device', () => {
     expect((await api('POST', `/v1/devices/${id}/system/commands`, { key: operator.key, body: { command: 'query' } })).status).toBe(202);
     await feedLine(operator.key, id, 'query>ok');
     const clip = `removal-${Date.now()}.mp3`;
-    expect((await upload(operator.key, 'files', clip, mp3(20, 3))).status).toBe(201);
+    expect((await uploadPlatformFile(operator.key, 'files', clip, mp3(20, 3))).status).toBe(201);
     expect((await api('POST', `/v1/devices/${id}/files`, { key: operator.key, body: { name: clip } })).status).toBe(202);
     expect(((await api('GET', `/v1/devices/${id}/files`, { key: reader.key })).body.transfers as Json[]).length).toBe(1);
     await light.stop();
