@@ -1,8 +1,8 @@
-import { checkRequestBody, ContractViolation, type BridgeMessagePublishBatchBody, type BridgeMessagePublishBody, type BridgeMessagePublishReply } from '@fleet/contracts';
+import { checkRequestBody, ContractViolation, validatorFor, type BridgeMessagePublishBatchBody, type BridgeMessagePublishBody, type BridgeMessagePublishReply } from '@fleet/contracts';
 import { NotDeliveredError, type Bus, type CallFor, type Logger, type ServiceUnavailableError } from '@fleet/service-kit';
 
-/** Most messages in one bridge.message.publish.batch (its schema's maxItems). */
-export const BATCH_MAX_MESSAGES = 64;
+/** Most messages in one bridge.message.publish.batch: read from its schema's maxItems, so the two cannot drift apart. */
+export const BATCH_MAX_MESSAGES = (validatorFor('bridge/message-publish-batch').schema as { properties: { messages: { maxItems: number } } }).properties.messages.maxItems;
 /**
  * Most characters of topics and payloads in one batch: at three UTF-8 bytes a character at
  * worst, a batch stays well under NATS's default 1 MB message limit. A larger message goes alone.

@@ -97,6 +97,7 @@ describe('BridgeClient', () => {
   });
 
   it(`splits a turn's messages into batches of at most ${BATCH_MAX_MESSAGES}`, async () => {
+    expect(Number.isInteger(BATCH_MAX_MESSAGES) && BATCH_MAX_MESSAGES > 1).toBe(true);
     const id = randomDeviceId();
     const sent = await Promise.all(Array.from({ length: BATCH_MAX_MESSAGES + 3 }, (_, k) => client.publish(call(), { topic: `light/${id}/cmd/sound`, payload: `n${k}` })));
     expect(bridge.batches).toEqual([BATCH_MAX_MESSAGES, 3]);
