@@ -16,9 +16,11 @@ import { routes } from './routes/table';
 import { findKey } from './store/partners';
 import { MIGRATIONS_DIR } from './migrations';
 import { openGatewayDb } from './store/prisma';
+import { applyHeapGrowing } from './runtime/heap';
 
 async function main(): Promise<void> {
   const config = readGatewayConfig();
+  applyHeapGrowing(config.GATEWAY_HEAP_GROWING_PERCENT);
   // Auto-pipelining sends the commands of concurrent requests in one write: every request
   // spends from a Redis rate-limit window, so this is the gateway's hottest path.
   const redis = new Redis(config.REDIS_URL, { maxRetriesPerRequest: 1, enableOfflineQueue: false, lazyConnect: true, enableAutoPipelining: true });
