@@ -33,7 +33,7 @@ const schema = baseConfigSchema.extend({
    * may have been stored.
    */
   BUS_COMMIT_WAIT_MS: z.coerce.number().int().min(0).default(15000),
-  /** V8's heap growing factor in percent (see runtime/heap.ts); 0 leaves V8's own. */
+  /** V8's heap growing factor in percent (see heap.ts); 0 leaves V8's own. */
   GATEWAY_HEAP_GROWING_PERCENT: z.coerce.number().int().min(0).max(1000).default(200),
 });
 

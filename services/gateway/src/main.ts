@@ -16,7 +16,7 @@ import { routes } from './routes/table';
 import { findKey } from './store/partners';
 import { MIGRATIONS_DIR } from './migrations';
 import { openGatewayDb } from './store/prisma';
-import { applyHeapGrowing } from './runtime/heap';
+import { applyHeapGrowing } from './heap';
 
 async function main(): Promise<void> {
   const config = readGatewayConfig();
