@@ -2,7 +2,7 @@ import net from 'node:net';
 import fc from 'fast-check';
 import { randomDeviceId } from '@fleet/test-kit';
 import { routes } from '../services/gateway/src/routes/table';
-import type { JsonSchema, RouteDef } from '../services/gateway/src/routes/types';
+import { pathParamNames, type JsonSchema, type RouteDef } from '../services/gateway/src/routes/types';
 import { api, partnerWithKey } from './support/api';
 import { e2eFleet } from './support/fleet-env';
 import { mp3, uploadPlatformFile } from './support/platform-files';
@@ -412,10 +412,11 @@ function pathValue(name: string, schema: JsonSchema | undefined, route: RouteDef
   );
 }
 
-function pathFor(route: RouteDef): fc.Arbitrary<string> {
-  const names = [...route.path.matchAll(/\{([a-z_]+)\}/g)].map((m) => m[1] as string);
+/** The route's path with each parameter from `valueOf` (by default any value, valid or not). */
+function pathFor(route: RouteDef, valueOf: (name: string) => fc.Arbitrary<string> = (n) => pathValue(n, route.params?.[n], route)): fc.Arbitrary<string> {
+  const names = pathParamNames(route.path);
   if (!names.length) return fc.constant(route.path);
-  return fc.tuple(...names.map((n) => pathValue(n, route.params?.[n], route))).map((values) => {
+  return fc.tuple(...names.map(valueOf)).map((values) => {
     let path = route.path;
     names.forEach((n, i) => (path = path.replace(`{${n}}`, values[i] as string)));
     return path;
@@ -482,6 +483,15 @@ const parserRequests: fc.Arbitrary<WireRequest> = fc
   )
   .map((make) => ({ route: 'HTTP parser', method: '', target: '', headers: [], raw: make() }));
 
+/** A multipart/form-data body: text fields, then a `file` part (name and bytes), then the closing boundary. */
+function multipartForm(boundary: string, fields: Array<[string, string]>, file: [string, Buffer] | undefined): Buffer {
+  return Buffer.concat([
+    ...fields.map(([k, v]) => Buffer.from(`--${boundary}\r\nContent-Disposition: form-data; name="${k}"\r\n\r\n${v}\r\n`)),
+    ...(file ? [Buffer.from(`--${boundary}\r\nContent-Disposition: form-data; name="file"; filename="${file[0]}"\r\nContent-Type: application/octet-stream\r\n\r\n`), file[1], Buffer.from('\r\n')] : []),
+    Buffer.from(`--${boundary}--\r\n`),
+  ]);
+}
+
 /**
  * The body of a streamed upload route (multipart/form-data): a well-formed form sometimes (so
  * the owner stores a file or finds a clash), mostly one with a part missing, a bad `dir` or
@@ -494,35 +504,29 @@ function multipartBody(): fc.Arbitrary<{ body: Buffer; contentType: string }> {
     { arbitrary: fc.stringMatching(/^[a-z0-9]{1,12}$/).map((n) => `fuzz-${n}.txt`), weight: 3 },
     { arbitrary: fc.constantFrom('a.bin', 'x.mp3', 'notes.json', '../../etc/passwd', '.hidden.txt', 'a b.txt', '', 'C:\\dir\\f.txt', 'a'.repeat(80) + '.txt', 'caf\u00e9.wav', 'x.exe'), weight: 2 },
   );
-  const part = (b: string, fields: Array<[string, string]>, file: [string, Buffer] | undefined): Buffer =>
-    Buffer.concat([
-      ...fields.map(([k, v]) => Buffer.from(`--${b}\r\nContent-Disposition: form-data; name="${k}"\r\n\r\n${v}\r\n`)),
-      ...(file ? [Buffer.from(`--${b}\r\nContent-Disposition: form-data; name="file"; filename="${file[0]}"\r\nContent-Type: application/octet-stream\r\n\r\n`), file[1], Buffer.from('\r\n')] : []),
-      Buffer.from(`--${b}--\r\n`),
-    ]);
   return fc
     .tuple(boundary, dir, name, fc.uint8Array({ maxLength: 256 }).map((a) => Buffer.from(a)), fc.oneof({ arbitrary: fc.constant('whole'), weight: 4 }, { arbitrary: fc.constantFrom('no dir', 'no file', 'dir after', 'cut', 'other boundary', 'text file field', 'raw'), weight: 4 }))
     .map(([b, d, n, data, shape]) => {
       const contentType = `multipart/form-data; boundary=${b}`;
       switch (shape) {
         case 'no dir':
-          return { body: part(b, [], [n, data]), contentType };
+          return { body: multipartForm(b, [], [n, data]), contentType };
         case 'no file':
-          return { body: part(b, [['dir', d]], undefined), contentType };
+          return { body: multipartForm(b, [['dir', d]], undefined), contentType };
         case 'dir after':
-          return { body: Buffer.concat([part(b, [], [n, data]).subarray(0, -(b.length + 6)), part(b, [['dir', d]], undefined)]), contentType };
+          return { body: Buffer.concat([multipartForm(b, [], [n, data]).subarray(0, -(b.length + 6)), multipartForm(b, [['dir', d]], undefined)]), contentType };
         case 'cut': {
-          const whole = part(b, [['dir', d]], [n, data]);
+          const whole = multipartForm(b, [['dir', d]], [n, data]);
           return { body: whole.subarray(0, Math.max(1, whole.length - 10)), contentType };
         }
         case 'other boundary':
-          return { body: part(`${b}x`, [['dir', d]], [n, data]), contentType };
+          return { body: multipartForm(`${b}x`, [['dir', d]], [n, data]), contentType };
         case 'text file field':
-          return { body: part(b, [['dir', d], ['file', data.toString('latin1')]], undefined), contentType };
+          return { body: multipartForm(b, [['dir', d], ['file', data.toString('latin1')]], undefined), contentType };
         case 'raw':
           return { body: data, contentType };
         default:
-          return { body: part(b, [['dir', d]], [n, data]), contentType };
+          return { body: multipartForm(b, [['dir', d]], [n, data]), contentType };
       }
     });
 }
@@ -542,12 +546,7 @@ function uploadRequestFor(route: RouteDef): fc.Arbitrary<WireRequest> {
 function wellFormedUploadFor(route: RouteDef): fc.Arbitrary<WireRequest> {
   return fc.tuple(fc.stringMatching(/^[a-z0-9]{1,12}$/), fc.uint8Array({ maxLength: 256 })).map(([n, data]) => {
     const boundary = 'fuzzboundary';
-    const body = Buffer.concat([
-      Buffer.from(`--${boundary}\r\nContent-Disposition: form-data; name="dir"\r\n\r\nfiles\r\n`),
-      Buffer.from(`--${boundary}\r\nContent-Disposition: form-data; name="file"; filename="fuzz-${n}.txt"\r\nContent-Type: application/octet-stream\r\n\r\n`),
-      Buffer.from(data),
-      Buffer.from(`\r\n--${boundary}--\r\n`),
-    ]);
+    const body = multipartForm(boundary, [['dir', 'files']], [`fuzz-${n}.txt`, Buffer.from(data)]);
     return {
       route: `${route.method} ${route.path}`,
       method: route.method,
@@ -571,11 +570,8 @@ function requestFor(route: RouteDef): fc.Arbitrary<WireRequest> {
  * service in every run, whatever the seed (a malformed request alone rarely gets all of that right).
  */
 function wellFormedRequestFor(route: RouteDef): fc.Arbitrary<WireRequest> {
-  const names = [...route.path.matchAll(/\{([a-z_]+)\}/g)].map((m) => m[1] as string);
   const mine = route.device?.product === 'meter' ? world.meter : world.light;
-  const path = fc
-    .tuple(...names.map((n) => (n === 'device_id' ? fc.constant(mine) : validValue(route.params?.[n] ?? { type: 'string', minLength: 1 }, n).map((v) => enc(String(v))))))
-    .map((values) => names.reduce((p, n, i) => p.replace(`{${n}}`, values[i] as string), route.path));
+  const path = pathFor(route, (n) => (n === 'device_id' ? fc.constant(mine) : validValue(route.params?.[n] ?? { type: 'string', minLength: 1 }, n).map((v) => enc(String(v)))));
   // The route's own examples (what /docs shows) half the time: a schema-valid body alone is often refused by its owner (an unknown verb).
   const body = route.body ? validValue(route.body, 'body').map((b): Buffer | undefined => Buffer.from(JSON.stringify(b))) : fc.constant(undefined);
   return fc.tuple(path, queryString(route, { wellFormed: true }), body).map(([p, query, b]) => ({

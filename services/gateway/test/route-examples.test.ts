@@ -7,7 +7,7 @@ import Ajv2020 from 'ajv/dist/2020';
 import addFormats from 'ajv-formats';
 import { RequestValidator } from '../src/http/request-validation';
 import { routes } from '../src/routes/table';
-import type { JsonSchema, RouteDef } from '../src/routes/types';
+import { pathParamNames, type JsonSchema, type RouteDef } from '../src/routes/types';
 
 const ajv = new Ajv2020({ strict: false });
 addFormats(ajv);
@@ -50,7 +50,7 @@ it('passes every body example through the gateway checks of its route', () => {
   const withExamples = routes.filter((route) => Array.isArray(route.body?.examples));
   const paramsFor = (route: RouteDef): Record<string, string> =>
     Object.fromEntries(
-      [...route.path.matchAll(/\{([a-z_]+)\}/g)].map(([, name = '']) => {
+      pathParamNames(route.path).map((name) => {
         const examples = route.params?.[name]?.examples as unknown[] | undefined;
         const enumValues = route.params?.[name]?.enum as unknown[] | undefined;
         return [name, String(examples?.[0] ?? enumValues?.[0] ?? (name === 'device_id' ? 'A1B2C3D4E5F6' : '1'))];

@@ -3,7 +3,7 @@ import { MAX_BODY_DEPTH } from '../http/request-validation';
 import { LIMIT_CLASSES, type LimitClass } from '../limits/classes';
 import { MAX_OPEN_STREAMS, MAX_WEBHOOKS, partnerEventSchema, WEBHOOK_ID_PATTERN } from '../routes/events';
 import { deviceIdParam, errorSchema, STREAM_POSITION_PATTERN, TIME_RANGE_TEXT } from '../routes/schemas';
-import type { ErrorSpec, HttpMethod, JsonSchema, ResponseSpec, RouteDef } from '../routes/types';
+import { pathParamNames, type ErrorSpec, type HttpMethod, type JsonSchema, type ResponseSpec, type RouteDef } from '../routes/types';
 import { ERROR_CODES, LIMIT_CLASS_INFO } from './reference';
 
 export const OPENAPI_VERSION = '3.1.0';
@@ -210,10 +210,6 @@ function headersFor(names: Iterable<string>): Record<string, unknown> {
   const out: Record<string, unknown> = {};
   for (const name of names) if (!(name in out)) out[name] = headerRef(name);
   return out;
-}
-
-function pathParamNames(path: string): string[] {
-  return [...path.matchAll(/\{([^}]+)\}/g)].map((m) => m[1] ?? '');
 }
 
 const permissionsOf = (route: RouteDef): string[] => (route.permission === null ? [] : typeof route.permission === 'string' ? [route.permission] : [...route.permission]);

@@ -94,3 +94,6 @@ export interface RouteDef {
 }
 
 export const routeId = (route: Pick<RouteDef, 'method' | 'path'>): string => `${route.method} ${route.path}`;
+
+/** The names of a route path's parameters, in order: `/v1/devices/{device_id}/files/{transfer_id}` → device_id, transfer_id. */
+export const pathParamNames = (path: string): string[] => [...path.matchAll(/\{([^}]+)\}/g)].map((m) => m[1] ?? '');
