@@ -1,12 +1,13 @@
 /**
  * The pure parts of rollup reads: which rollup rows and raw ranges make up a window
- * (domain/rollup-plan.ts), zone offsets from few lookups (domain/zone-offsets.ts), buckets
+ * (domain/rollup-plan.ts), energy buckets from running day sums (domain/day-energy.ts), zone offsets from few lookups (domain/zone-offsets.ts), buckets
  * built on them, and ISO times written without a Date each.
  */
 import { DateTime, IANAZone } from 'luxon';
 import { bucketsFor } from '../src/domain/energy';
 import { isoOffset, isoWriter } from '../src/domain/iso-time';
-import { energyReadPlan, ROLLUP_SPANS_S, rollupReadPlan, type RollupReadPlan } from '../src/domain/rollup-plan';
+import { bucketEdges, bucketsFromEdges, NO_ENERGY, type EdgePlace, type EdgeSums, type EnergyCount } from '../src/domain/day-energy';
+import { ROLLUP_SPANS_S, rollupReadPlan, type RollupReadPlan } from '../src/domain/rollup-plan';
 import { offsetMinutes, offsetsOf } from '../src/domain/zone-offsets';
 import { seededRandom as random } from './seeded-random';
 
@@ -65,82 +66,83 @@ describe('rollup read plan', () => {
   });
 });
 
-describe('energy read plan', () => {
-  const SLOT = 900;
-  /** Signed count of every slot (epoch seconds) per bucket: rows placed by start go to the bucket holding their start. */
-  function slotWeights(startMs: number, endMs: number, boundaries: number[]): Map<string, number> {
-    const plan = energyReadPlan(startMs, endMs, boundaries);
-    const bucketOf = (ms: number): number => boundaries.filter((b) => b <= ms).length - 1;
-    const weights = new Map<string, number>();
-    const add = (bucket: number, slot: number, sign: number): void => {
-      const key = `${bucket}:${slot}`;
-      const w = (weights.get(key) ?? 0) + sign;
-      if (w === 0) weights.delete(key);
-      else weights.set(key, w);
-    };
-    const addRow = (bucket: number | null, span: number, start: number, sign: number): void => {
-      for (let s = start; s < start + span; s += SLOT) add(bucket ?? bucketOf(start * 1000), s, sign);
-    };
-    for (const r of plan.rollups) for (let t = r.lo; t < r.hi; t += r.span) addRow(null, r.span, t, 1);
-    for (const a of plan.adjustments) for (let t = a.lo; t < a.hi; t += a.span) addRow(a.bucket, a.span, t, a.sign);
-    return weights;
-  }
+describe('energy buckets from running day sums', () => {
+  const SLOT = 900_000;
+  const DAY = 86_400_000;
 
-  it.each(['Europe/Berlin', 'America/New_York', 'Asia/Kathmandu', 'Australia/Lord_Howe', 'UTC'])(
-    '%s: every slot of every day bucket counted once, in its bucket, and nothing else',
-    (zone) => {
-      const start = Date.parse('2025-03-20T00:00:00Z');
-      const end = Date.parse('2025-04-12T00:00:00Z');
-      const buckets = bucketsFor(new Date(start), new Date(end), 'day', zone);
-      const boundaries = [...buckets.map((b) => b.start), (buckets.at(-1) as { end: number }).end];
-      const expected = new Map<string, number>();
-      buckets.forEach((b, k) => {
-        for (let s = Math.max(b.start, start) / 1000; s < Math.min(b.end, end) / 1000; s += SLOT) expected.set(`${k}:${s}`, 1);
-      });
-      expect(energyReadPlan(start, end, boundaries).raw).toEqual([]);
-      expect(slotWeights(start, end, boundaries)).toEqual(expected);
-    },
-  );
-
-  it('reads a year of Berlin days as three rows a day in winter and five in summer (not 24), New York hours as one run', () => {
-    const start = Date.parse('2025-01-01T00:00:00Z');
-    const end = Date.parse('2026-01-01T00:00:00Z');
-    const days = bucketsFor(new Date(start), new Date(end), 'day', 'Europe/Berlin');
-    const plan = energyReadPlan(start, end, [...days.map((b) => b.start), (days.at(-1) as { end: number }).end]);
-    const rowCount = [...plan.rollups, ...plan.adjustments].reduce((n, r) => n + (r.hi - r.lo) / r.span, 0);
-    expect(rowCount).toBeLessThanOrEqual(5 * 366);
-    expect(plan.adjustments.filter((a) => a.sign === -1)).toHaveLength(365);
-    const hours = bucketsFor(new Date(start), new Date(start + 80 * 86_400_000), 'hour', 'America/New_York');
-    const hourPlan = energyReadPlan(start, start + 80 * 86_400_000, [...hours.map((b) => b.start), (hours.at(-1) as { end: number }).end]);
-    expect(hourPlan).toEqual({ rollups: [{ span: 3600, lo: start / 1000, hi: start / 1000 + 80 * 86_400 }], adjustments: [], raw: [] });
+  it('places each edge in its UTC day, after the whole slots before it, with the rest of a slot raw', () => {
+    const t = (iso: string) => Date.parse(iso);
+    const edges = bucketEdges(t('2026-03-01T22:10:00Z'), t('2026-03-03T00:00:00Z'), [t('2026-03-01T00:00:00Z'), t('2026-03-02T00:00:00Z'), t('2026-03-02T23:45:00Z')]);
+    expect(edges).toEqual([
+      { dayS: t('2026-03-01T00:00:00Z') / 1000, slots: 88, rawFromMs: t('2026-03-01T22:00:00Z'), ms: t('2026-03-01T22:10:00Z') },
+      { dayS: t('2026-03-02T00:00:00Z') / 1000, slots: 0, rawFromMs: null, ms: t('2026-03-02T00:00:00Z') },
+      { dayS: t('2026-03-02T00:00:00Z') / 1000, slots: 95, rawFromMs: null, ms: t('2026-03-02T23:45:00Z') },
+      { dayS: t('2026-03-03T00:00:00Z') / 1000, slots: 0, rawFromMs: null, ms: t('2026-03-03T00:00:00Z') },
+    ]);
   });
 
-  it.each([1, 2, 3])('random windows and boundaries: each slot once, in the bucket holding it (seed %i)', (seed) => {
-    const rnd = random(seed + 100);
-    const H = 3_600_000;
-    for (let n = 0; n < 100; n++) {
-      const base = Date.parse('2026-01-01T00:00:00Z');
-      const grid = [1000, 900_000, H][Math.floor(rnd() * 3)] as number;
-      const start = base + Math.floor((rnd() * 5 * 86_400_000) / grid) * grid;
-      const end = start + grid + Math.floor((rnd() * 3 * 86_400_000) / grid) * grid;
-      const boundaries = [start - Math.floor(rnd() * H)];
-      while ((boundaries.at(-1) as number) < end) boundaries.push((boundaries.at(-1) as number) + 900_000 * (1 + Math.floor(rnd() * 200)));
-      const plan = energyReadPlan(start, end, boundaries);
-      const bucketOf = (ms: number): number => boundaries.filter((b) => b <= ms).length - 1;
-      const expected = new Map<string, number>();
-      for (let ms = Math.ceil(start / 900_000) * 900_000; ms + 900_000 <= end; ms += 900_000) {
-        const k = bucketOf(ms);
-        // A slot read from the rollups lies inside its bucket; one across a boundary is read raw.
-        if (bucketOf(ms + 900_000 - 1) === k && ms >= start) expected.set(`${k}:${ms / 1000}`, 1);
-      }
-      const rawSlots = plan.raw.flatMap((r) => {
-        const out: string[] = [];
-        for (let ms = Math.ceil(r.lo / 900_000) * 900_000; ms + 900_000 <= r.hi; ms += 900_000) out.push(`${bucketOf(ms)}:${ms / 1000}`);
-        return out;
-      });
-      for (const key of rawSlots) expected.delete(key);
-      expect({ start, end, weights: slotWeights(start, end, boundaries) }).toEqual({ start, end, weights: expected });
+  /**
+   * What the store reads for the edges, from records given as [start ms, µWh, reset]: day totals,
+   * running sums at whole slots, raw records between a quarter hour and an unaligned edge.
+   */
+  function storeSums(records: Array<[number, bigint, boolean]>, edges: EdgePlace[]): EdgeSums {
+    const sum = (keep: (ms: number) => boolean): EnergyCount =>
+      records.filter(([ms]) => keep(ms)).reduce((a, [, uwh, reset]) => ({ uwh: a.uwh + uwh, n: a.n + 1, resets: a.resets + (reset ? 1 : 0) }), NO_ENERGY);
+    const firstDay = (edges[0] as EdgePlace).dayS * 1000;
+    const lastDay = (edges.at(-1) as EdgePlace).dayS * 1000;
+    const days: EdgeSums['days'] = [];
+    for (let d = firstDay; d < lastDay; d += DAY) {
+      const total = sum((ms) => ms >= d && ms < d + DAY);
+      if (total.n > 0) days.push({ dayS: d / 1000, total });
     }
+    const raw = new Map<number, EnergyCount>();
+    edges.forEach((e, k) => {
+      if (e.rawFromMs !== null) raw.set(k, sum((ms) => ms >= (e.rawFromMs as number) && ms < e.ms));
+    });
+    return { days, inDay: edges.map((e) => sum((ms) => ms >= e.dayS * 1000 && ms < e.dayS * 1000 + e.slots * SLOT)), raw };
+  }
+
+  it.each([1, 2, 3, 4])('equal the bucket sums of the records themselves, for edges at any millisecond (seed %i)', (seed) => {
+    const rnd = random(seed + 200);
+    for (let n = 0; n < 60; n++) {
+      const base = Date.parse('2026-01-01T00:00:00Z');
+      const grid = [1, 1000, SLOT, 3_600_000][Math.floor(rnd() * 4)] as number;
+      const start = base + Math.floor((rnd() * 5 * DAY) / grid) * grid;
+      const end = start + grid + Math.floor((rnd() * 4 * DAY) / grid) * grid;
+      const boundaries = [start - Math.floor(rnd() * 3_600_000)];
+      while ((boundaries.at(-1) as number) < end) boundaries.push((boundaries.at(-1) as number) + 1 + Math.floor(rnd() * 0.6 * DAY));
+      const records: Array<[number, bigint, boolean]> = [];
+      for (let k = 0; k < 400; k++) records.push([base - DAY + Math.floor(rnd() * 11 * DAY), BigInt(Math.floor(rnd() * 1e12)) * 1000n + 7n, rnd() < 0.1]);
+      const edges = bucketEdges(start, end, boundaries);
+      const got = bucketsFromEdges(edges, storeSums(records, edges));
+      const expected: Array<{ index: number; energy: EnergyCount }> = [];
+      let total = NO_ENERGY;
+      for (let k = 0; k + 1 < edges.length; k++) {
+        const inBucket = records.filter(([ms]) => ms >= (edges[k] as EdgePlace).ms && ms < (edges[k + 1] as EdgePlace).ms);
+        const energy = inBucket.reduce((a, [, uwh, reset]) => ({ uwh: a.uwh + uwh, n: a.n + 1, resets: a.resets + (reset ? 1 : 0) }), NO_ENERGY);
+        total = { uwh: total.uwh + energy.uwh, n: total.n + energy.n, resets: total.resets + energy.resets };
+        if (energy.n > 0) expected.push({ index: k, energy });
+      }
+      expect(got).toEqual({ buckets: expected, total });
+    }
+  });
+
+  it('keeps micro-watt-hours exact past 2^53', () => {
+    const day = Date.parse('2026-05-01T00:00:00Z');
+    const edges = bucketEdges(day, day + 2 * DAY, [day, day + DAY, day + 2 * DAY]);
+    const big = 2n ** 60n + 1n;
+    const sums: EdgeSums = {
+      days: [{ dayS: day / 1000, total: { uwh: big, n: 1, resets: 0 } }],
+      inDay: [NO_ENERGY, NO_ENERGY, { uwh: 3n, n: 1, resets: 1 }],
+      raw: new Map(),
+    };
+    expect(bucketsFromEdges(edges, sums)).toEqual({
+      buckets: [
+        { index: 0, energy: { uwh: big, n: 1, resets: 0 } },
+        { index: 1, energy: { uwh: 3n, n: 1, resets: 1 } },
+      ],
+      total: { uwh: big + 3n, n: 2, resets: 1 },
+    });
   });
 });
 

@@ -15,7 +15,7 @@ import { MIGRATIONS_DIR } from '../src/migrations';
 import { ingestRecords } from '../src/store/ingest';
 import { openMeterReader } from '../src/store/prisma';
 import { clearDevice } from '../src/store/records';
-import { rawEnergyAnswer, rawSummaryAnswer, rollupsStoredAndRecomputed } from './raw-reference';
+import { dayEnergyStoredAndRecomputed, rawEnergyAnswer, rawSummaryAnswer, rollupsStoredAndRecomputed } from './raw-reference';
 import { seededRandom as random } from './seeded-random';
 import { createTestDb, envelope, makeRecord, randomSid, type TestDb } from './support';
 
@@ -136,6 +136,9 @@ describe('rollups', () => {
     const { stored, recomputed } = await rollupsStoredAndRecomputed(testDb.db, [kept, cleared]);
     expect(stored.length).toBeGreaterThan(1000);
     expect(stored).toEqual(recomputed);
+    const dayEnergy = await dayEnergyStoredAndRecomputed(testDb.db, [kept, cleared]);
+    expect(dayEnergy.stored.length).toBeGreaterThan(25);
+    expect(dayEnergy.stored).toEqual(dayEnergy.recomputed);
 
     const fromMs = fromS * 1000 - 86_400_000;
     const toMs = (fromS + days * 86_400) * 1000 + 86_400_000;
@@ -157,6 +160,8 @@ describe('rollups', () => {
     expect(await resets()).toEqual([false, true, false]);
     const { stored, recomputed } = await rollupsStoredAndRecomputed(testDb.db, [dev]);
     expect(stored).toEqual(recomputed);
+    const dayEnergy = await dayEnergyStoredAndRecomputed(testDb.db, [dev]);
+    expect(dayEnergy.stored).toEqual(dayEnergy.recomputed);
   });
 
   it('answers exactly where a zone offset is not a whole number of quarter hours (Monrovia before 1972)', async () => {
@@ -173,18 +178,6 @@ describe('rollups', () => {
     }
   }, 60_000);
 
-  it('reads day and hour buckets through statements of their own, so neither settles the plan of the other', async () => {
-    const dev = randomDeviceId();
-    const texts: string[] = [];
-    const recording = { $queryRawUnsafe: <T>(sql: string, ...values: unknown[]) => (texts.push(sql), reader.$queryRawUnsafe<T>(sql, ...values)) };
-    const window = { start: '2026-06-01T00:00:00Z', end: '2026-06-03T00:00:00Z', tz: 'Europe/Berlin' };
-    for (const width of ['day', 'hour', 'day', 'hour'] as const) await getEnergy(recording, envelope(dev, { ...window, bucket: width }));
-    expect(texts).toHaveLength(4);
-    expect(texts[0]).toBe(texts[2]);
-    expect(texts[1]).toBe(texts[3]);
-    expect(texts[0]).not.toBe(texts[1]);
-  });
-
   it('are backfilled by the migration for records stored before it', async () => {
     const dev = randomDeviceId();
     const rnd = random(7);
@@ -199,5 +192,20 @@ describe('rollups', () => {
     expect(after.stored).toEqual(before.stored);
     expect(after.stored).toEqual(after.recomputed);
     expect(before.stored.length).toBeGreaterThan(100);
+  });
+
+  it('day energy rows are backfilled by their migration from the rollups stored before it', async () => {
+    const dev = randomDeviceId();
+    const rnd = random(8);
+    await ingestShuffled(rnd, meterRecords(rnd, dev, Date.parse('2026-05-01T00:00:00Z') / 1000, 5));
+    const before = await dayEnergyStoredAndRecomputed(testDb.db, [dev]);
+    const migration = fs.readFileSync(path.join(MIGRATIONS_DIR, '20261129010000_meter_day_energy', 'migration.sql'), 'utf8');
+    const backfill = migration.slice(migration.indexOf('INSERT INTO meter_day_energy'));
+    await testDb.db.$executeRawUnsafe('DELETE FROM meter_day_energy WHERE device_id = $1', dev);
+    await testDb.db.$executeRawUnsafe(backfill.replace('WHERE span = 86400', `WHERE span = 86400 AND device_id = '${dev}'`));
+    const after = await dayEnergyStoredAndRecomputed(testDb.db, [dev]);
+    expect(after.stored).toEqual(before.stored);
+    expect(after.stored).toEqual(after.recomputed);
+    expect(before.stored.length).toBeGreaterThanOrEqual(5);
   });
 });

@@ -104,7 +104,7 @@ export async function getEnergy(db: MeterReader, req: RequestEnvelope, now = new
   const window = resolveWindow(query, now, Number.MAX_SAFE_INTEGER);
   const buckets = bucketsFor(window.start, window.end, bucket, tz);
   const boundaries = [...buckets.map((b) => b.start), (buckets.at(-1) as { end: number }).end];
-  const { buckets: sums, total } = await energyByBucket(db, deviceId, window, boundaries, bucket);
+  const { buckets: sums, total } = await energyByBucket(db, deviceId, window, boundaries);
   const body: Record<string, unknown> = {
     device_id: deviceId,
     bucket,

@@ -4,6 +4,7 @@ import { RECORDS_PER_EVENT, recordsStoredData } from '../domain/events';
 import { planIngest, storedRow, streamsAndRanges, withoutCleared, withoutRepeats, type SeqRange, type StoredNeighbour } from '../domain/ingest-plan';
 import type { ParsedRecord } from '../domain/record';
 import { LISTED_RECORD } from '../domain/view';
+import { refreshDayEnergy } from './day-energy';
 import { INGEST_LOCK_KEY, type MeterDb, type MeterTx } from './prisma';
 import { AGGREGATED_COLUMNS, upsertRollups } from './rollup-sql';
 import { recomputeRollups } from './rollups';
@@ -24,7 +25,8 @@ export interface IngestResult {
  * (INSERT ... ON CONFLICT DO NOTHING, one statement), records from before a clear of their
  * device dropped, flags computed against the previous record of the same stream, and the
  * flags of the following stored record recomputed when a late record lands before it. The
- * rollups (store/rollups.ts) take the new records in the same statement that inserts them; the
+ * rollups (store/rollups.ts) take the new records in the same statement that inserts them, and
+ * the day energy rows of their days (store/day-energy.ts) are recomputed right after; the
  * `meter.records_stored` events (recordsStoredEvents) go into the outbox in the same transaction.
  */
 export async function ingestRecords(db: MeterDb, records: ParsedRecord[]): Promise<IngestResult> {
@@ -79,6 +81,8 @@ async function ingestInTx(tx: MeterTx, input: ParsedRecord[]): Promise<IngestRes
     JSON.stringify(rows),
   );
   const stored = inserted.reduce((n, part) => n + Number(part.stored), 0);
+  // The running day sums of the days the new records start in, from their slot rollups just written.
+  await refreshDayEnergy(tx, fresh.map(({ record }) => record));
   if (successorUpdates.length > 0) {
     const updates = successorUpdates;
     await tx.$executeRawUnsafe(
