@@ -86,30 +86,29 @@ export async function rollupsStoredAndRecomputed(db: Pick<MeterDb, '$queryRawUns
 
 /**
  * Day energy rows as stored, and as recomputed from every raw record (each running sum added up
- * from the records that start before its quarter hour, not from the slot rollups), as text, in
+ * from the records that start in or before its slot, not from the slot rollups), as text, in
  * key order.
  */
 export async function dayEnergyStoredAndRecomputed(db: Pick<MeterDb, '$queryRawUnsafe'>, deviceIds: string[]): Promise<{ stored: string[]; recomputed: string[] }> {
   const stored = await db.$queryRawUnsafe<Array<{ row: string }>>(
-    `SELECT concat_ws(' ', device_id, day_s, e_uwh::text, e_n::text, e_resets::text) AS row FROM meter_day_energy
+    `SELECT concat_ws(' ', device_id, day_s, slot_ends::text, e_uwh::text, e_n::text, e_resets::text) AS row FROM meter_day_energy
       WHERE device_id = ANY($1::text[]) ORDER BY device_id, day_s`,
     deviceIds,
   );
   const recomputed = await db.$queryRawUnsafe<Array<{ row: string }>>(
     `WITH r AS (
-       SELECT device_id, floor(extract(epoch FROM start_at) / 86400)::bigint * 86400 AS day_s, start_at, ${MICRO_WH} AS uwh, energy_reset::int AS reset
+       SELECT device_id, start_at, floor(extract(epoch FROM start_at) / 86400)::bigint * 86400 AS day_s, ${MICRO_WH} AS uwh, energy_reset::int AS reset
          FROM interval_records WHERE device_id = ANY($1::text[]) AND NOT cleared AND start_at IS NOT NULL AND ${IN_ENERGY}
-     ), days AS (
-       SELECT DISTINCT device_id, floor(extract(epoch FROM start_at) / 86400)::bigint * 86400 AS day_s
-         FROM interval_records WHERE device_id = ANY($1::text[]) AND NOT cleared AND start_at IS NOT NULL
+     ), slots AS (
+       SELECT DISTINCT device_id, day_s, floor((extract(epoch FROM start_at) - day_s) / 900)::int + 1 AS slot_end FROM r
      )
-     SELECT concat_ws(' ', d.device_id, d.day_s, array_agg(c.uwh ORDER BY g.j)::text, array_agg(c.n ORDER BY g.j)::text, array_agg(c.resets ORDER BY g.j)::text) AS row
-       FROM days d CROSS JOIN generate_series(0, 96) AS g(j)
-       CROSS JOIN LATERAL (
-         SELECT COALESCE(sum(r.uwh), 0) AS uwh, count(r.uwh)::int AS n, COALESCE(sum(r.reset), 0)::int AS resets FROM r
-          WHERE r.device_id = d.device_id AND r.day_s = d.day_s AND r.start_at < to_timestamp(d.day_s + g.j * 900)
+     SELECT concat_ws(' ', s.device_id, s.day_s, array_agg(s.slot_end ORDER BY s.slot_end)::text, array_agg(c.uwh ORDER BY s.slot_end)::text,
+                      array_agg(c.n ORDER BY s.slot_end)::text, array_agg(c.resets ORDER BY s.slot_end)::text) AS row
+       FROM slots s CROSS JOIN LATERAL (
+         SELECT sum(r.uwh) AS uwh, count(*)::int AS n, sum(r.reset)::int AS resets FROM r
+          WHERE r.device_id = s.device_id AND r.day_s = s.day_s AND r.start_at < to_timestamp(s.day_s + s.slot_end * 900)
        ) c
-      GROUP BY d.device_id, d.day_s ORDER BY d.device_id, d.day_s`,
+      GROUP BY s.device_id, s.day_s ORDER BY s.device_id, s.day_s`,
     deviceIds,
   );
   return { stored: stored.map((r) => r.row), recomputed: recomputed.map((r) => r.row) };

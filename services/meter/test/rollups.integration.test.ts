@@ -164,6 +164,30 @@ describe('rollups', () => {
     expect(dayEnergy.stored).toEqual(dayEnergy.recomputed);
   });
 
+  it('day energy rows grow with records sent in order, several to a slot and a slot split across batches', async () => {
+    const dev = randomDeviceId();
+    const sid = randomSid();
+    const t0 = Date.parse('2026-07-01T20:00:00Z') / 1000;
+    let counter = 500;
+    const records: ParsedRecord[] = [];
+    // One record a minute for eight hours, across midnight: 15 to a slot.
+    for (let seq = 0; seq < 480; seq++) {
+      const used = 1 + (seq % 7) * 0.25;
+      records.push(parsed(dev, { ...makeRecord(sid, seq, t0 + seq * 60, { dur: 60 }), e: [counter, counter + used] }));
+      counter += used;
+    }
+    // Batches of 37: most end inside a slot, the next batch adds to that slot.
+    for (let k = 0; k < records.length; k += 37) await ingestRecords(testDb.db, records.slice(k, k + 37));
+    const dayEnergy = await dayEnergyStoredAndRecomputed(testDb.db, [dev]);
+    expect(dayEnergy.stored).toHaveLength(2);
+    expect(dayEnergy.stored).toEqual(dayEnergy.recomputed);
+    for (const zone of ['Asia/Kolkata', 'America/New_York']) {
+      const window = { start: new Date((t0 + 1234) * 1000), end: new Date((t0 + 8 * 3600 - 99) * 1000) };
+      const energy = (await getEnergy(reader, envelope(dev, { start: window.start.toISOString(), end: window.end.toISOString(), bucket: 'hour', tz: zone }))).body as Record<string, unknown>;
+      expect({ points: energy.points, total: energy.total }).toEqual(await rawEnergyAnswer(testDb.db, dev, window, 'hour', zone));
+    }
+  });
+
   it('answers exactly where a zone offset is not a whole number of quarter hours (Monrovia before 1972)', async () => {
     const dev = randomDeviceId();
     const rnd = random(1971);

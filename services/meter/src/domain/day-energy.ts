@@ -1,10 +1,10 @@
 /**
  * Energy buckets as differences of running sums. Pure.
  *
- * The store keeps, per meter and UTC day, the running energy sums at the day's 97 quarter-hour
- * boundaries (MeterDayEnergy). The running sum at any instant t, counted from the first day the
- * window touches, is then: the whole days before t's day, plus t's day up to the quarter hour at
- * or before t, plus the raw records that start between that quarter hour and t (only when t is
+ * The store keeps, per meter and UTC day, the running energy sums after each quarter-hour slot
+ * that holds energy (MeterDayEnergy). The running sum at any instant t, counted from the first
+ * day the window touches, is then: the whole days before t's day, plus t's day up to the quarter
+ * hour at or before t, plus the raw records that start between that quarter hour and t (only when t is
  * not on a quarter hour: a window edge at any millisecond, or a zone boundary before 1972). A
  * bucket is the running sum at its end minus the one at its start. Every sum is in whole
  * micro-watt-hours and record counts, so the differences are exact (bigint).

@@ -5,51 +5,84 @@ import type { MeterReader, MeterTx } from './prisma';
 import { IN_ENERGY, MICRO_WH } from './rollup-sql';
 
 /**
- * The day energy rows (meter_day_energy, domain/day-energy.ts): running energy sums at the 97
- * quarter-hour boundaries of each meter's UTC day, recomputed from that day's slot rollups
- * whenever they change, and the read of an energy answer's edges from them.
+ * The day energy rows (meter_day_energy, domain/day-energy.ts): per meter and UTC day, the
+ * running energy sums after each quarter-hour slot that holds energy, kept as ingest adds
+ * records, and the read of an energy answer's edges from them.
+ *
+ * A row lists the day's slots with energy in ascending order, as `slot_ends` (slot index + 1,
+ * so the number of them at or below j is the number of such slots before the day's j-th quarter
+ * hour: width_bucket), and the running sums after each. Records that arrive in order (the usual
+ * case, also for a backlog) only append to a row or grow its last entry; a record for an earlier
+ * slot marks the row stale, and it is recomputed from the day's slot rollups in the same
+ * transaction.
  */
 
 const SLOT_S = ROLLUP_SPANS_S[0];
 const DAY_S = ROLLUP_SPANS_S[2];
 
+const dayOf = (startAt: string): string => `floor(extract(epoch FROM ${startAt}) / ${DAY_S})::bigint * ${DAY_S}`;
+const slotEndOf = (startAt: string): string => `(floor(extract(epoch FROM ${startAt}) / ${SLOT_S})::bigint % ${DAY_S / SLOT_S})::int + 1`;
+
+/** The sums of day energy rows, in column order. */
+const RUNNING = ['e_uwh', 'e_n', 'e_resets'] as const;
+
 /**
- * SQL: recomputes the day energy rows of the (device_id, day_s) pairs of `days` (a relation;
- * day_s the start of a UTC day in epoch seconds) from their slot rollups. Element j + 1 of each
- * array sums the slots before the day's j-th quarter hour. Each day's slots are one range scan.
+ * SQL: a data-modifying CTE body adding the records of `source` (a relation with device_id,
+ * start_at, quarantined, energy_used_wh and energy_reset; every one newly stored) to the day
+ * energy rows. A row whose last slot is at or before the new records' first slot is extended:
+ * the new running sums are the row's total plus theirs. Any other row (a record for an earlier
+ * slot) gets null arrays: stale, to be recomputed (refreshDayEnergySql) before the transaction
+ * ends. Returns (device_id, day_s) of the stale rows.
  */
-export function refreshDayEnergySql(days: string): string {
-  return `INSERT INTO meter_day_energy (device_id, day_s, e_uwh, e_n, e_resets)
-     WITH touched AS (SELECT DISTINCT device_id, day_s FROM ${days}),
-     slots AS (
-       SELECT t.device_id, t.day_s, (r.start_s - t.day_s) / ${SLOT_S} + 1 AS j, r.e_uwh, r.e_n, r.e_resets
-         FROM touched t JOIN meter_rollups r
-           ON r.device_id = t.device_id AND r.span = ${SLOT_S} AND r.start_s >= t.day_s AND r.start_s < t.day_s + ${DAY_S}
-     )
-     SELECT device_id, day_s, array_agg(uwh ORDER BY j), array_agg(n ORDER BY j), array_agg(resets ORDER BY j) FROM (
-       SELECT t.device_id, t.day_s, g.j,
-              sum(COALESCE(s.e_uwh, 0)) OVER w AS uwh, (sum(COALESCE(s.e_n, 0)) OVER w)::int AS n, (sum(COALESCE(s.e_resets, 0)) OVER w)::int AS resets
-         FROM touched t CROSS JOIN generate_series(0, ${DAY_S / SLOT_S}) AS g(j)
-         LEFT JOIN slots s ON s.device_id = t.device_id AND s.day_s = t.day_s AND s.j = g.j
-       WINDOW w AS (PARTITION BY t.device_id, t.day_s ORDER BY g.j)
-     ) running GROUP BY device_id, day_s
-     ON CONFLICT (device_id, day_s) DO UPDATE SET e_uwh = EXCLUDED.e_uwh, e_n = EXCLUDED.e_n, e_resets = EXCLUDED.e_resets`;
+export function addToDayEnergySql(source: string): string {
+  const last = 'cardinality(d.slot_ends)';
+  const inOrder = `EXCLUDED.slot_ends[1] >= d.slot_ends[${last}]`;
+  // Entries kept: all, or all but the last when the new records share its slot (it grows).
+  const kept = `${last} - (EXCLUDED.slot_ends[1] = d.slot_ends[${last}])::int`;
+  const extended = (c: string): string =>
+    `${c} = CASE WHEN ${inOrder} THEN d.${c}[1:${kept}] || ARRAY(SELECT x + d.${c}[${last}] FROM unnest(EXCLUDED.${c}) WITH ORDINALITY AS u(x, o) ORDER BY o) END`;
+  return `INSERT INTO meter_day_energy AS d (device_id, day_s, slot_ends, e_uwh, e_n, e_resets)
+     SELECT device_id, day_s, array_agg(slot_end ORDER BY slot_end), array_agg(uwh ORDER BY slot_end), array_agg(n ORDER BY slot_end), array_agg(resets ORDER BY slot_end)
+       FROM (
+         SELECT device_id, day_s, slot_end, sum(uwh) OVER w AS uwh, (sum(n) OVER w)::int AS n, (sum(resets) OVER w)::int AS resets FROM (
+           SELECT device_id, ${dayOf('start_at')} AS day_s, ${slotEndOf('start_at')} AS slot_end,
+                  sum(${MICRO_WH}) AS uwh, count(*) AS n, count(*) FILTER (WHERE energy_reset) AS resets
+             FROM ${source} WHERE start_at IS NOT NULL AND ${IN_ENERGY} GROUP BY 1, 2, 3
+         ) slots WINDOW w AS (PARTITION BY device_id, day_s ORDER BY slot_end)
+       ) running GROUP BY device_id, day_s
+     ON CONFLICT (device_id, day_s) DO UPDATE SET
+       slot_ends = CASE WHEN ${inOrder} THEN d.slot_ends[1:${kept}] || EXCLUDED.slot_ends END,
+       ${RUNNING.map(extended).join(',\n       ')}
+     RETURNING device_id, day_s, slot_ends IS NULL AS stale`;
 }
 
-/** Recomputes the day energy rows of the UTC days of these record starts. */
-export async function refreshDayEnergy(tx: MeterTx, starts: Array<{ deviceId: string; startAt: Date | null }>): Promise<void> {
-  const days = new Map<string, { deviceId: string; dayS: number }>();
-  for (const { deviceId, startAt } of starts) {
-    if (!startAt) continue;
-    const dayS = Math.floor(startAt.getTime() / 1000 / DAY_S) * DAY_S;
-    days.set(`${deviceId} ${dayS}`, { deviceId, dayS });
-  }
-  if (days.size === 0) return;
-  const pairs = [...days.values()];
+/**
+ * SQL: recomputes the day energy rows of the (device_id, day_s) pairs of `days` (a relation;
+ * day_s the start of a UTC day in epoch seconds) from their slot rollups: one index range scan
+ * per day, its slots with energy in order, running sums.
+ */
+export function refreshDayEnergySql(days: string): string {
+  return `INSERT INTO meter_day_energy (device_id, day_s, slot_ends, e_uwh, e_n, e_resets)
+     SELECT device_id, day_s, array_agg(slot_end ORDER BY slot_end), array_agg(uwh ORDER BY slot_end), array_agg(n ORDER BY slot_end), array_agg(resets ORDER BY slot_end)
+       FROM (
+         SELECT t.device_id, t.day_s, r.slot_end, sum(r.e_uwh) OVER w AS uwh, (sum(r.e_n) OVER w)::int AS n, (sum(r.e_resets) OVER w)::int AS resets
+           FROM (SELECT DISTINCT device_id, day_s FROM ${days}) t
+           CROSS JOIN LATERAL (
+             SELECT ((start_s - t.day_s) / ${SLOT_S})::int + 1 AS slot_end, e_uwh, e_n, e_resets FROM meter_rollups
+              WHERE device_id = t.device_id AND span = ${SLOT_S} AND start_s >= t.day_s AND start_s < t.day_s + ${DAY_S} AND e_n > 0
+           ) r
+         WINDOW w AS (PARTITION BY t.device_id, t.day_s ORDER BY r.slot_end)
+       ) running GROUP BY device_id, day_s
+     ON CONFLICT (device_id, day_s) DO UPDATE SET slot_ends = EXCLUDED.slot_ends, e_uwh = EXCLUDED.e_uwh, e_n = EXCLUDED.e_n, e_resets = EXCLUDED.e_resets`;
+}
+
+/** Recomputes these day energy rows from their slot rollups (the stale ones addToDayEnergySql returned). */
+export async function refreshDayEnergy(tx: MeterTx, days: Array<{ deviceId: string; dayS: number }>): Promise<void> {
+  if (days.length === 0) return;
   await tx.$executeRawUnsafe(
     refreshDayEnergySql('unnest($1::text[], $2::bigint[]) AS d(device_id, day_s)'),
-    pairs.map((p) => p.deviceId),
-    pairs.map((p) => p.dayS),
+    days.map((p) => p.deviceId),
+    days.map((p) => p.dayS),
   );
 }
 
@@ -59,12 +92,13 @@ export async function dropDayEnergy(tx: MeterTx, deviceId: string): Promise<void
 }
 
 /** JSON of energy sums, micro-watt-hours as a string (exact past 2^53). */
-const sumsJson = (uwh: string, n: string, resets: string): string => `concat_ws(',', '["' || ${uwh} || '"', ${n}, ${resets} || ']')`;
+const sumsJson = ([uwh, n, resets]: readonly string[]): string => `concat_ws(',', '["' || ${uwh} || '"', ${n}, ${resets} || ']')`;
 
 /**
  * Everything the edges of one energy answer need, in one statement: the day rows from the first
  * edge's day to the last edge's (one range scan; each row gives its total and its running sums
- * at the slots of the edges on that day, found by the day's position in the range), and the raw
+ * at the slots of the edges on that day, which the day's position in the range finds among the
+ * parameters; width_bucket finds the running sum in the row), and the raw
  * records before each edge that is not on a quarter hour. Each part comes back as one JSON text:
  * thousands of rows cost more to map than to compute.
  */
@@ -81,12 +115,12 @@ export async function readEdgeSums(db: MeterReader, deviceId: string, edges: rea
   const rows = await db.$queryRawUnsafe<Array<{ days: string | null; raw: string | null }>>(
     `/* energy at bucket edges */
      SELECT
-       (SELECT concat('[', string_agg(concat('[', d.day_s, ',', ${sumsJson('d.e_uwh[97]', 'd.e_n[97]', 'd.e_resets[97]')}, ',[', (
-                 SELECT string_agg(${sumsJson('d.e_uwh[s + 1]', 'd.e_n[s + 1]', 'd.e_resets[s + 1]')}, ',' ORDER BY o)
+       (SELECT concat('[', string_agg(concat('[', d.day_s, ',', ${sumsJson(RUNNING.map((c) => `COALESCE(d.${c}[cardinality(d.${c})], 0)`))}, ',[', (
+                 SELECT string_agg(${sumsJson(RUNNING.map((c) => `COALESCE(d.${c}[width_bucket(s, d.slot_ends)], 0)`))}, ',' ORDER BY o)
                    FROM unnest(string_to_array((SELECT $4::text::text[])[(d.day_s - $2::bigint) / ${DAY_S} + 1], ' ')::int[]) WITH ORDINALITY AS u(s, o)
                ), ']]'), ',' ORDER BY d.day_s), ']')
           FROM meter_day_energy d WHERE d.device_id = $1 AND d.day_s >= $2::bigint AND d.day_s <= $3::bigint) AS days,
-       (SELECT concat('[', string_agg(concat('[', w.k, ',', ${sumsJson('r.uwh', 'r.n', 'r.resets')}, ']'), ','), ']')
+       (SELECT concat('[', string_agg(concat('[', w.k, ',', ${sumsJson(['r.uwh', 'r.n', 'r.resets'])}, ']'), ','), ']')
           FROM unnest($5::text::int[], $6::text::timestamptz[], $7::text::timestamptz[]) AS w(k, lo, hi)
           CROSS JOIN LATERAL (
             SELECT sum(${MICRO_WH}) AS uwh, count(*) AS n, count(*) FILTER (WHERE energy_reset) AS resets

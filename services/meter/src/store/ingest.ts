@@ -4,7 +4,7 @@ import { RECORDS_PER_EVENT, recordsStoredData } from '../domain/events';
 import { planIngest, storedRow, streamsAndRanges, withoutCleared, withoutRepeats, type SeqRange, type StoredNeighbour } from '../domain/ingest-plan';
 import type { ParsedRecord } from '../domain/record';
 import { LISTED_RECORD } from '../domain/view';
-import { refreshDayEnergy } from './day-energy';
+import { addToDayEnergySql, refreshDayEnergy } from './day-energy';
 import { INGEST_LOCK_KEY, type MeterDb, type MeterTx } from './prisma';
 import { AGGREGATED_COLUMNS, upsertRollups } from './rollup-sql';
 import { recomputeRollups } from './rollups';
@@ -25,8 +25,8 @@ export interface IngestResult {
  * (INSERT ... ON CONFLICT DO NOTHING, one statement), records from before a clear of their
  * device dropped, flags computed against the previous record of the same stream, and the
  * flags of the following stored record recomputed when a late record lands before it. The
- * rollups (store/rollups.ts) take the new records in the same statement that inserts them, and
- * the day energy rows of their days (store/day-energy.ts) are recomputed right after; the
+ * rollups (store/rollups.ts) and the day energy rows (store/day-energy.ts) take the new records in
+ * the same statement that inserts them (a day energy row left stale is recomputed right after); the
  * `meter.records_stored` events (recordsStoredEvents) go into the outbox in the same transaction.
  */
 export async function ingestRecords(db: MeterDb, records: ParsedRecord[]): Promise<IngestResult> {
@@ -72,8 +72,11 @@ async function ingestInTx(tx: MeterTx, input: ParsedRecord[]): Promise<IngestRes
      RETURNING arrival_seq, sid, ${AGGREGATED_COLUMNS}
      ), rolled_up AS (
      ${upsertRollups('fresh', 'add')}
+     ), day_energy AS (
+     ${addToDayEnergySql('fresh')}
      )
-     SELECT device_id, count(*)::int AS stored, (count(*) FILTER (WHERE listed))::int AS listed, min(arrival_seq) FILTER (WHERE listed) - 1 AS after
+     SELECT (SELECT json_agg(json_build_array(device_id, day_s)) FROM day_energy WHERE stale)::text AS stale_days,
+            device_id, count(*)::int AS stored, (count(*) FILTER (WHERE listed))::int AS listed, min(arrival_seq) FILTER (WHERE listed) - 1 AS after
        FROM (SELECT device_id, arrival_seq, listed,
                     (row_number() OVER (PARTITION BY device_id, listed ORDER BY arrival_seq) - 1) / ${RECORDS_PER_EVENT} AS part
                FROM (SELECT device_id, arrival_seq, ${LISTED_RECORD} AS listed FROM fresh) x) f
@@ -81,8 +84,9 @@ async function ingestInTx(tx: MeterTx, input: ParsedRecord[]): Promise<IngestRes
     JSON.stringify(rows),
   );
   const stored = inserted.reduce((n, part) => n + Number(part.stored), 0);
-  // The running day sums of the days the new records start in, from their slot rollups just written.
-  await refreshDayEnergy(tx, fresh.map(({ record }) => record));
+  // Day energy rows that records for earlier slots made stale: recomputed from the slot rollups just written.
+  const stale = JSON.parse(inserted[0]?.stale_days ?? 'null') as Array<[string, number]> | null;
+  await refreshDayEnergy(tx, (stale ?? []).map(([deviceId, dayS]) => ({ deviceId, dayS })));
   if (successorUpdates.length > 0) {
     const updates = successorUpdates;
     await tx.$executeRawUnsafe(
@@ -142,6 +146,8 @@ async function recordsStoredEvents(tx: MeterTx, epoch: string, parts: StoredPart
  * before the first listed one (`after`, null without any).
  */
 interface StoredPart {
+  /** JSON [[device_id, day_s], ...] of the day energy rows left stale by the batch (the same on every part), or null. */
+  stale_days: string | null;
   device_id: string;
   stored: number;
   listed: number;
