@@ -202,34 +202,22 @@ describe('rollups', () => {
     }
   }, 60_000);
 
-  it('are backfilled by the migration for records stored before it', async () => {
+  it.each([
+    ['rollups', '20261125230215_meter_rollups', 'meter_rollups', 'WHERE start_at IS NOT NULL', rollupsStoredAndRecomputed, 100],
+    ['day energy rows', '20261129010000_meter_day_energy', 'meter_day_energy', 'WHERE span = 86400', dayEnergyStoredAndRecomputed, 5],
+  ] as const)('%s are backfilled by their migration for what was stored before it', async (_what, folder, table, where, storedAndRecomputed, least) => {
     const dev = randomDeviceId();
     const rnd = random(7);
     await ingestShuffled(rnd, meterRecords(rnd, dev, Date.parse('2026-05-01T00:00:00Z') / 1000, 5));
-    const before = await rollupsStoredAndRecomputed(testDb.db, [dev]);
-    const migration = fs.readFileSync(path.join(MIGRATIONS_DIR, '20261125230215_meter_rollups', 'migration.sql'), 'utf8');
-    const backfill = migration.slice(migration.indexOf('INSERT INTO meter_rollups'));
+    const before = await storedAndRecomputed(testDb.db, [dev]);
+    const migration = fs.readFileSync(path.join(MIGRATIONS_DIR, folder, 'migration.sql'), 'utf8');
+    const backfill = migration.slice(migration.indexOf(`INSERT INTO ${table}`));
     // As if this meter's records had been stored before the table existed: its rows refilled by the migration's statement.
-    await testDb.db.$executeRawUnsafe('DELETE FROM meter_rollups WHERE device_id = $1', dev);
-    await testDb.db.$executeRawUnsafe(backfill.replace('WHERE start_at IS NOT NULL', `WHERE start_at IS NOT NULL AND device_id = '${dev}'`));
-    const after = await rollupsStoredAndRecomputed(testDb.db, [dev]);
+    await testDb.db.$executeRawUnsafe(`DELETE FROM ${table} WHERE device_id = $1`, dev);
+    await testDb.db.$executeRawUnsafe(backfill.replace(where, `${where} AND device_id = '${dev}'`));
+    const after = await storedAndRecomputed(testDb.db, [dev]);
     expect(after.stored).toEqual(before.stored);
     expect(after.stored).toEqual(after.recomputed);
-    expect(before.stored.length).toBeGreaterThan(100);
-  });
-
-  it('day energy rows are backfilled by their migration from the rollups stored before it', async () => {
-    const dev = randomDeviceId();
-    const rnd = random(8);
-    await ingestShuffled(rnd, meterRecords(rnd, dev, Date.parse('2026-05-01T00:00:00Z') / 1000, 5));
-    const before = await dayEnergyStoredAndRecomputed(testDb.db, [dev]);
-    const migration = fs.readFileSync(path.join(MIGRATIONS_DIR, '20261129010000_meter_day_energy', 'migration.sql'), 'utf8');
-    const backfill = migration.slice(migration.indexOf('INSERT INTO meter_day_energy'));
-    await testDb.db.$executeRawUnsafe('DELETE FROM meter_day_energy WHERE device_id = $1', dev);
-    await testDb.db.$executeRawUnsafe(backfill.replace('WHERE span = 86400', `WHERE span = 86400 AND device_id = '${dev}'`));
-    const after = await dayEnergyStoredAndRecomputed(testDb.db, [dev]);
-    expect(after.stored).toEqual(before.stored);
-    expect(after.stored).toEqual(after.recomputed);
-    expect(before.stored.length).toBeGreaterThanOrEqual(5);
+    expect(before.stored.length).toBeGreaterThanOrEqual(least);
   });
 });
