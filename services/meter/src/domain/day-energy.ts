@@ -4,10 +4,10 @@
  * The store keeps, per meter and UTC day, the running energy sums after each quarter-hour slot
  * that holds energy (MeterDayEnergy). The running sum at any instant t, counted from the first
  * day the window touches, is then: the whole days before t's day, plus t's day up to the quarter
- * hour at or before t, plus the raw records that start between that quarter hour and t (only when t is
- * not on a quarter hour: a window edge at any millisecond, or a zone boundary before 1972). A
- * bucket is the running sum at its end minus the one at its start. Every sum is in whole
- * micro-watt-hours and record counts, so the differences are exact (bigint).
+ * hour at or before t, plus the raw records that start between that quarter hour and t (only
+ * when t is not on a quarter hour: a window edge at any millisecond, or a zone boundary before
+ * 1972). A bucket is the running sum at its end minus the one at its start. Every sum is in
+ * whole micro-watt-hours and record counts, so the differences are exact (bigint).
  */
 
 const SLOT_MS = 900_000;
@@ -52,7 +52,7 @@ const minus = (a: EnergyCount, b: EnergyCount): EnergyCount => ({ uwh: a.uwh - b
 
 /** What the store read for the edges of one answer. */
 export interface EdgeSums {
-  /** Whole-day totals of the days from the first edge's day up to (not including) the last edge's, by day start (s), ascending. */
+  /** Whole-day totals of the days with energy from the first edge's day on, by day start (s), ascending; an edge counts those before its day. */
   days: Array<{ dayS: number; total: EnergyCount }>;
   /** Per edge, its day's running sum at its slot (NO_ENERGY where the day has no row). */
   inDay: EnergyCount[];

@@ -96,11 +96,11 @@ const sumsJson = ([uwh, n, resets]: readonly string[]): string => `concat_ws(','
 
 /**
  * Everything the edges of one energy answer need, in one statement: the day rows from the first
- * edge's day to the last edge's (one range scan; each row gives its total and its running sums
- * at the slots of the edges on that day, which the day's position in the range finds among the
- * parameters; width_bucket finds the running sum in the row), and the raw
- * records before each edge that is not on a quarter hour. Each part comes back as one JSON text:
- * thousands of rows cost more to map than to compute.
+ * edge's day to the last edge's (one range scan; each row gives its total and its running sums at
+ * the slots of the edges on that day: the day's position in the range picks its slots from the
+ * parameters, width_bucket the entry of each), and the raw records before each edge that is not
+ * on a quarter hour. Each part comes back as one JSON text: thousands of rows cost more to map
+ * than to compute.
  */
 export async function readEdgeSums(db: MeterReader, deviceId: string, edges: readonly EdgePlace[]): Promise<EdgeSums> {
   const firstDay = (edges[0] as EdgePlace).dayS;
