@@ -8,11 +8,10 @@ import type { MeterReader, MeterTx } from './prisma';
 import { AGGREGATED_COLUMNS, QUANTITY_COLUMNS, recordTotals, ROLLUP_TOTALS, ROLLUP_VALUES, upsertRollups } from './rollup-sql';
 
 /**
- * Summary and energy sums read from the rollups (meter_rollups), and the corrections that keep
- * the rollups equal to the raw records. Ingest adds each batch's new records to them in its own
- * insert statement (store/ingest.ts), and the day energy rows of the days it touched right after
- * (store/day-energy.ts); a clear removes its device's; a stored record whose flags change has its
- * spans recomputed from the raw records.
+ * Summary sums read from the rollups (meter_rollups), energy sums from the day energy rows
+ * (store/day-energy.ts), and the corrections that keep both equal to the raw records. Ingest adds
+ * each batch's new records to them in its own insert statement (store/ingest.ts); a clear removes
+ * its device's; a stored record whose flags change has its days recomputed from the raw records.
  */
 
 /** Recomputes, from the raw records, every rollup and day energy row of the UTC days holding these records' starts. */
