@@ -2,7 +2,7 @@ import { NO_ENERGY, type EdgePlace, type EdgeSums, type EnergyCount } from '../d
 import { ROLLUP_SPANS_S } from '../domain/rollup-plan';
 import { arrayLiteral } from './array-param';
 import type { MeterReader, MeterTx } from './prisma';
-import { IN_ENERGY, MICRO_WH } from './rollup-sql';
+import { IN_ENERGY, MICRO_WH, spanStartOf } from './rollup-sql';
 
 /**
  * The day energy rows (meter_day_energy, domain/day-energy.ts): per meter and UTC day, the
@@ -20,7 +20,6 @@ import { IN_ENERGY, MICRO_WH } from './rollup-sql';
 const SLOT_S = ROLLUP_SPANS_S[0];
 const DAY_S = ROLLUP_SPANS_S[2];
 
-const dayOf = (startAt: string): string => `floor(extract(epoch FROM ${startAt}) / ${DAY_S})::bigint * ${DAY_S}`;
 const slotEndOf = (startAt: string): string => `(floor(extract(epoch FROM ${startAt}) / ${SLOT_S})::bigint % ${DAY_S / SLOT_S})::int + 1`;
 
 /** The sums of day energy rows, in column order. */
@@ -45,7 +44,7 @@ export function addToDayEnergySql(source: string): string {
      SELECT device_id, day_s, array_agg(slot_end ORDER BY slot_end), array_agg(uwh ORDER BY slot_end), array_agg(n ORDER BY slot_end), array_agg(resets ORDER BY slot_end)
        FROM (
          SELECT device_id, day_s, slot_end, sum(uwh) OVER w AS uwh, (sum(n) OVER w)::int AS n, (sum(resets) OVER w)::int AS resets FROM (
-           SELECT device_id, ${dayOf('start_at')} AS day_s, ${slotEndOf('start_at')} AS slot_end,
+           SELECT device_id, ${spanStartOf(DAY_S)} AS day_s, ${slotEndOf('start_at')} AS slot_end,
                   sum(${MICRO_WH}) AS uwh, count(*) AS n, count(*) FILTER (WHERE energy_reset) AS resets
              FROM ${source} WHERE start_at IS NOT NULL AND ${IN_ENERGY} GROUP BY 1, 2, 3
          ) slots WINDOW w AS (PARTITION BY device_id, day_s ORDER BY slot_end)

@@ -46,6 +46,9 @@ const isHigh = (c: string): boolean => c.endsWith('_hi');
 
 const SLOT_S = ROLLUP_SPANS_S[0];
 
+/** SQL: the start (epoch seconds) of the UTC-aligned span of `span` seconds that holds the instant `at`. */
+export const spanStartOf = (span: number, at = 'start_at'): string => `floor(extract(epoch FROM ${at}) / ${span})::bigint * ${span}`;
+
 /**
  * What each record contributes, computed once per record (the rules above are evaluated here,
  * not once per aggregate): null where it contributes nothing. `<q>_d` is its duration where it
@@ -53,7 +56,7 @@ const SLOT_S = ROLLUP_SPANS_S[0];
  */
 const CONTRIBUTIONS = [
   'device_id',
-  `floor(extract(epoch FROM start_at) / ${SLOT_S})::bigint * ${SLOT_S} AS start_s`,
+  `${spanStartOf(SLOT_S)} AS start_s`,
   `CASE WHEN ${IN_ENERGY} THEN ${MICRO_WH} END AS e_uwh`,
   `CASE WHEN ${IN_ENERGY} THEN energy_reset::int END AS e_reset`,
   'quarantined::int AS quarantined',

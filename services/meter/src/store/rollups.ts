@@ -5,7 +5,7 @@ import { QUANTITIES, type Quantity, type QuantityAcc } from '../domain/summary';
 import { arrayLiteral } from './array-param';
 import { dropDayEnergy, readEdgeSums, refreshDayEnergySql } from './day-energy';
 import type { MeterReader, MeterTx } from './prisma';
-import { AGGREGATED_COLUMNS, QUANTITY_COLUMNS, recordTotals, ROLLUP_TOTALS, ROLLUP_VALUES, upsertRollups } from './rollup-sql';
+import { AGGREGATED_COLUMNS, QUANTITY_COLUMNS, recordTotals, ROLLUP_TOTALS, ROLLUP_VALUES, spanStartOf, upsertRollups } from './rollup-sql';
 
 /**
  * Summary sums read from the rollups (meter_rollups), energy sums from the day energy rows
@@ -17,27 +17,20 @@ import { AGGREGATED_COLUMNS, QUANTITY_COLUMNS, recordTotals, ROLLUP_TOTALS, ROLL
 /** Recomputes, from the raw records, every rollup and day energy row of the UTC days holding these records' starts. */
 export async function recomputeRollups(tx: MeterTx, arrivalSeqs: bigint[]): Promise<void> {
   if (arrivalSeqs.length === 0) return;
-  const day = ROLLUP_SPANS_S[ROLLUP_SPANS_S.length - 1];
+  const day = ROLLUP_SPANS_S[2];
+  const days = `(SELECT DISTINCT device_id, ${spanStartOf(day)} AS day_s
+       FROM interval_records WHERE arrival_seq = ANY($1::bigint[]) AND start_at IS NOT NULL AND NOT cleared) d`;
   await tx.$executeRawUnsafe(
-    `WITH days AS (
-       SELECT DISTINCT device_id, floor(extract(epoch FROM start_at) / ${day})::bigint * ${day} AS day
-         FROM interval_records WHERE arrival_seq = ANY($1::bigint[]) AND start_at IS NOT NULL AND NOT cleared
-     ), affected AS (
+    `WITH affected AS (
        SELECT ${AGGREGATED_COLUMNS.split(', ').map((c) => `r.${c}`).join(', ')}
-         FROM days d JOIN interval_records r
-           ON r.device_id = d.device_id AND r.start_at >= to_timestamp(d.day) AND r.start_at < to_timestamp(d.day + ${day})
+         FROM ${days} JOIN interval_records r
+           ON r.device_id = d.device_id AND r.start_at >= to_timestamp(d.day_s) AND r.start_at < to_timestamp(d.day_s + ${day})
         WHERE NOT r.cleared
      )
      ${upsertRollups('affected', 'replace')}`,
     arrivalSeqs,
   );
-  await tx.$executeRawUnsafe(
-    refreshDayEnergySql(
-      `(SELECT device_id, floor(extract(epoch FROM start_at) / ${day})::bigint * ${day} AS day_s
-          FROM interval_records WHERE arrival_seq = ANY($1::bigint[]) AND start_at IS NOT NULL AND NOT cleared) d`,
-    ),
-    arrivalSeqs,
-  );
+  await tx.$executeRawUnsafe(refreshDayEnergySql(days), arrivalSeqs);
 }
 
 /** A clear hides every record of the device: its rollups and day energy rows go with them. */
