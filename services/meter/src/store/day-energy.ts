@@ -90,36 +90,38 @@ export async function dropDayEnergy(tx: MeterTx, deviceId: string): Promise<void
   await tx.$executeRawUnsafe('DELETE FROM meter_day_energy WHERE device_id = $1', deviceId);
 }
 
-/** JSON of energy sums, micro-watt-hours as a string (exact past 2^53). */
-const sumsJson = ([uwh, n, resets]: readonly string[]): string => `concat_ws(',', '["' || ${uwh} || '"', ${n}, ${resets} || ']')`;
+/** The slot an edge asks for to read its day's whole total: past the last quarter hour (slot_ends are 1..96). */
+const WHOLE_DAY = DAY_S / SLOT_S;
 
 /**
  * Everything the edges of one energy answer need, in one statement: the day rows from the first
- * edge's day to the last edge's (one range scan; each row gives its total and its running sums at
- * the slots of the edges on that day: the day's position in the range picks its slots from the
- * parameters, width_bucket the entry of each), and the raw records before each edge that is not
- * on a quarter hour. Each part comes back as one JSON text: thousands of rows cost more to map
- * than to compute.
+ * edge's day to the last edge's (one range scan), each joined with the slots asked of it (its
+ * edges' slots and WHOLE_DAY for its total: the day's position in the range picks them from the
+ * parameters; width_bucket finds the entry at or before each), and the raw records before each
+ * edge that is not on a quarter hour. One flat list of the entries found ("day,slot,µWh,n,resets"
+ * joined by ';'): a subquery per day cost Postgres more than the lookups themselves, and an
+ * entry not listed (no energy before that slot, or no row for the day) is zero.
  */
 export async function readEdgeSums(db: MeterReader, deviceId: string, edges: readonly EdgePlace[]): Promise<EdgeSums> {
   const firstDay = (edges[0] as EdgePlace).dayS;
   const lastDay = (edges.at(-1) as EdgePlace).dayS;
-  // Per day of the range, the slots its edges fall on (a day without edges: none).
-  const slotsByDay: number[][] = Array.from({ length: (lastDay - firstDay) / DAY_S + 1 }, () => []);
+  // Per day of the range, the slots asked of it: its total, and its edges' (an edge on the day's
+  // first instant has nothing of the day before it).
+  const slotsByDay: number[][] = Array.from({ length: (lastDay - firstDay) / DAY_S + 1 }, () => [WHOLE_DAY]);
   for (const e of edges) {
     const slots = slotsByDay[(e.dayS - firstDay) / DAY_S] as number[];
-    if (!slots.includes(e.slots)) slots.push(e.slots);
+    if (e.slots > 0 && !slots.includes(e.slots)) slots.push(e.slots);
   }
   const rawEdges = edges.flatMap((e, k) => (e.rawFromMs === null ? [] : [{ k, lo: e.rawFromMs, hi: e.ms }]));
-  const rows = await db.$queryRawUnsafe<Array<{ days: string | null; raw: string | null }>>(
+  const rows = await db.$queryRawUnsafe<Array<{ entries: string | null; raw: string | null }>>(
     `/* energy at bucket edges */
      SELECT
-       (SELECT concat('[', string_agg(concat('[', d.day_s, ',', ${sumsJson(RUNNING.map((c) => `COALESCE(d.${c}[cardinality(d.${c})], 0)`))}, ',[', (
-                 SELECT string_agg(${sumsJson(RUNNING.map((c) => `COALESCE(d.${c}[width_bucket(s, d.slot_ends)], 0)`))}, ',' ORDER BY o)
-                   FROM unnest(string_to_array((SELECT $4::text::text[])[(d.day_s - $2::bigint) / ${DAY_S} + 1], ' ')::int[]) WITH ORDINALITY AS u(s, o)
-               ), ']]'), ',' ORDER BY d.day_s), ']')
-          FROM meter_day_energy d WHERE d.device_id = $1 AND d.day_s >= $2::bigint AND d.day_s <= $3::bigint) AS days,
-       (SELECT concat('[', string_agg(concat('[', w.k, ',', ${sumsJson(['r.uwh', 'r.n', 'r.resets'])}, ']'), ','), ']')
+       (SELECT string_agg(concat_ws(',', d.day_s, u.s, d.e_uwh[b], d.e_n[b], d.e_resets[b]), ';')
+          FROM meter_day_energy d
+          CROSS JOIN LATERAL unnest(string_to_array((SELECT $4::text::text[])[(d.day_s - $2::bigint) / ${DAY_S} + 1], ' ')::int[]) AS u(s)
+          CROSS JOIN LATERAL (SELECT width_bucket(u.s, d.slot_ends) AS b) w
+         WHERE d.device_id = $1 AND d.day_s >= $2::bigint AND d.day_s <= $3::bigint AND b > 0) AS entries,
+       (SELECT string_agg(concat_ws(',', w.k, r.uwh, r.n, r.resets), ';')
           FROM unnest($5::text::int[], $6::text::timestamptz[], $7::text::timestamptz[]) AS w(k, lo, hi)
           CROSS JOIN LATERAL (
             SELECT sum(${MICRO_WH}) AS uwh, count(*) AS n, count(*) FILTER (WHERE energy_reset) AS resets
@@ -134,24 +136,30 @@ export async function readEdgeSums(db: MeterReader, deviceId: string, edges: rea
     arrayLiteral(rawEdges.map((e) => new Date(e.hi).toISOString())),
   );
   const row = rows[0];
+  const keyOf = (dayS: number, slot: number): number => ((dayS - firstDay) / DAY_S) * (WHOLE_DAY + 1) + slot;
+  const found = new Map<number, EnergyCount>();
   const days: EdgeSums['days'] = [];
-  const atSlots = new Map<number, EnergyCount[]>();
-  for (const [dayS, total, sums] of JSON.parse(row?.days ?? '[]') as Array<[number, Sums, Sums[]]>) {
-    days.push({ dayS, total: energyCount(total) });
-    atSlots.set(dayS, sums.map(energyCount));
+  for (const { keys: [dayS = 0, slot = 0], sums } of entriesOf(row?.entries ?? null, 2)) {
+    found.set(keyOf(dayS, slot), sums);
+    if (slot === WHOLE_DAY) days.push({ dayS, total: sums });
   }
-  const inDay = edges.map((e) => {
-    const sums = atSlots.get(e.dayS);
-    return sums ? (sums[(slotsByDay[(e.dayS - firstDay) / DAY_S] as number[]).indexOf(e.slots)] as EnergyCount) : NO_ENERGY;
-  });
-  const raw = new Map((JSON.parse(row?.raw ?? '[]') as Array<[number, Sums]>).map(([k, sums]) => [k, energyCount(sums)]));
+  days.sort((a, b) => a.dayS - b.dayS);
+  const inDay = edges.map((e) => found.get(keyOf(e.dayS, e.slots)) ?? NO_ENERGY);
+  const raw = new Map(entriesOf(row?.raw ?? null, 1).map(({ keys: [k = 0], sums }) => [k, sums]));
   return { days, inDay, raw };
 }
 
-/** Energy sums as read: micro-watt-hours as a string, then records and resets. */
-type Sums = [string, number, number];
-
-/** Sums as read: micro-watt-hours are whole numbers (every record's are rounded to them). */
-function energyCount([uwh, n, resets]: Sums): EnergyCount {
-  return { uwh: BigInt(uwh), n, resets };
+/**
+ * The entries of a list as read: `keyCount` whole numbers (a day and a slot, or an edge index),
+ * then the sums; micro-watt-hours are whole numbers (every record's are rounded to them).
+ */
+function entriesOf(text: string | null, keyCount: number): Array<{ keys: number[]; sums: EnergyCount }> {
+  if (!text) return [];
+  return text.split(';').map((entry) => {
+    const f = entry.split(',');
+    return {
+      keys: f.slice(0, keyCount).map(Number),
+      sums: { uwh: BigInt(f[keyCount] as string), n: Number(f[keyCount + 1]), resets: Number(f[keyCount + 2]) },
+    };
+  });
 }
