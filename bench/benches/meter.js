@@ -8,8 +8,6 @@
 // GET .../intervals and GET .../energy through the gateway, beside a bare express app answering
 // one answer of each read (the same bytes) to the same client.
 const crypto = require('node:crypto');
-const http = require('node:http');
-const zlib = require('node:zlib');
 const fs = require('node:fs');
 const path = require('node:path');
 const { performance } = require('node:perf_hooks');
@@ -18,6 +16,7 @@ const { connect: natsConnect, headers: natsHeaders } = require('nats');
 const { ROOT } = require('@fleet/launcher');
 const { bareInsertRate } = require('../lib/bare-insert');
 const { startBareExpressWith } = require('../lib/proc');
+const { getter, startTimedGets } = require('../lib/timed-gets');
 const { countCollections, describeCollections } = require('../lib/gc-metrics');
 const { gatewayAdmin, databaseUrl, startPrivateFleet, waitUntil } = require('../lib/fleet-setup');
 
@@ -60,45 +59,6 @@ function percentiles(samples) {
   const xs = [...samples].sort((a, b) => a - b);
   const at = (p) => xs[Math.min(xs.length - 1, Math.floor((p / 100) * xs.length))];
   return { p50: Math.round(at(50) * 1000) / 1000, p99: Math.round(at(99) * 1000) / 1000, max: Math.round(xs[xs.length - 1] * 1000) / 1000, n: xs.length };
-}
-
-/**
- * GET through one keep-alive connection with node:http (not fetch: its client costs more CPU
- * and garbage in this process, which shares the machine's two cores with the fleet).
- */
-function getter(baseUrl, headers) {
-  const agent = new http.Agent({ keepAlive: true, maxSockets: 1 });
-  /**
-   * Resolves with the ms until the whole answer arrived (and its text when `keep`). A gzip
-   * answer is decompressed within the measured time, as a partner's client must before using it.
-   */
-  const request = (url, keep) =>
-    new Promise((resolve, reject) => {
-      const s = performance.now();
-      const chunks = [];
-      http
-        .get(`${baseUrl}${url}`, { agent, headers }, (res) => {
-          const gzipped = res.headers['content-encoding'] === 'gzip';
-          res.on('data', (chunk) => (keep || gzipped) && chunks.push(chunk));
-          res.on('end', () => {
-            if (res.statusCode !== 200) return reject(new Error(`GET ${url} answered ${res.statusCode}`));
-            const raw = Buffer.concat(chunks);
-            const bytes = gzipped ? zlib.gunzipSync(raw) : raw;
-            resolve({ ms: performance.now() - s, text: bytes.toString('utf8'), encoding: gzipped ? 'gzip' : 'identity', wireBytes: raw.length });
-          });
-        })
-        .on('error', reject);
-    });
-  return {
-    get: async (url) => (await request(url, false)).ms,
-    body: async (url) => JSON.parse((await request(url, true)).text),
-    /** How one answer travelled: its encoding and its bytes on the wire. */
-    wire: async (url) => {
-      const { encoding, wireBytes } = await request(url, true);
-      return { encoding, bytes: wireBytes };
-    },
-    close: () => agent.destroy(),
-  };
 }
 
 async function run(ctx) {
@@ -222,24 +182,30 @@ async function run(ctx) {
   await db.query('ANALYZE interval_records');
   // Each read twice: without Accept-Encoding (node:http's default; the answer comes as it is),
   // and with the Accept-Encoding fetch, browsers and most HTTP clients send by default.
-  const { get, body, close: closeGetter } = getter(fleet.gatewayUrl, { authorization: headers.authorization });
+  // The timed requests come from a process of their own (lib/timed-gets.js); this one only
+  // fetches each answer once more, untimed, for its size on the wire and for the bare baseline.
+  const timer = startTimedGets();
+  ctx.onCleanup(async () => timer.stop());
+  const identity = { authorization: headers.authorization };
+  const gzip = { authorization: headers.authorization, 'accept-encoding': 'gzip, deflate, br' };
+  const { body, close: closeGetter } = getter(fleet.gatewayUrl, identity);
   ctx.onCleanup(async () => closeGetter());
-  const gzipGetter = getter(fleet.gatewayUrl, { authorization: headers.authorization, 'accept-encoding': 'gzip, deflate, br' });
+  const gzipGetter = getter(fleet.gatewayUrl, gzip);
   ctx.onCleanup(async () => gzipGetter.close());
   const latencyGzip = {};
   const day = (k) => new Date((yearStart + (k % 364) * 86_400) * 1000).toISOString();
   const latency = {};
   /** One answer of each read, served again by the bare baseline below: { path: body }. */
   const answers = {};
-  const sequentialSamples = async (getOne, urlOf) => {
-    for (let k = 0; k < 10; k++) await getOne(urlOf(k)); // warm-up
-    const samples = [];
-    for (let k = 0; k < LATENCY_REQUESTS; k++) samples.push(await getOne(urlOf(k * 7)));
-    return percentiles(samples);
+  /** p50/p99 of LATENCY_REQUESTS sequential GETs, after 10 untimed ones. */
+  const sequentialSamples = async (baseUrl, requestHeaders, urlOf) => {
+    const warmup = Array.from({ length: 10 }, (_, k) => urlOf(k));
+    const urls = Array.from({ length: LATENCY_REQUESTS }, (_, k) => urlOf(k * 7));
+    return percentiles(await timer.time({ baseUrl, headers: requestHeaders, warmup, urls }));
   };
   const measure = async (name, urlOf) => {
-    latency[name] = await sequentialSamples(get, urlOf);
-    latencyGzip[name] = { ...(await sequentialSamples(gzipGetter.get, urlOf)), ...(await gzipGetter.wire(urlOf(0))) };
+    latency[name] = await sequentialSamples(fleet.gatewayUrl, identity, urlOf);
+    latencyGzip[name] = { ...(await sequentialSamples(fleet.gatewayUrl, gzip, urlOf)), ...(await gzipGetter.wire(urlOf(0))) };
     answers[`/answer/${Object.keys(answers).length}`] = await body(urlOf(0));
   };
   const base = `/v1/meter/devices/${yearMeter}`;
@@ -261,13 +227,12 @@ async function run(ctx) {
   fs.writeFileSync(bodiesFile, JSON.stringify(answers));
   const bare = await startBareExpressWith(bodiesFile, { logFile: path.join(priv.logDir, 'bare-express.log') });
   ctx.onCleanup(() => bare.stop());
-  const bareGetter = getter(bare.url, {});
-  ctx.onCleanup(async () => bareGetter.close());
   const bareLatency = {};
   for (const [i, name] of Object.keys(latency).entries()) {
-    bareLatency[name] = { ...(await sequentialSamples(bareGetter.get, () => `/answer/${i}`)), bytes: JSON.stringify(answers[`/answer/${i}`]).length };
+    bareLatency[name] = { ...(await sequentialSamples(bare.url, {}, () => `/answer/${i}`)), bytes: JSON.stringify(answers[`/answer/${i}`]).length };
   }
   await bare.stop();
+  timer.stop();
 
   const ratio = fleetRate / bareRate;
   const missed = (measured) => Object.entries(LATENCY_TARGETS_MS).filter(([name, ms]) => !(measured[name].p99 <= ms)).map(([name]) => name);
