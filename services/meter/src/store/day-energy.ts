@@ -151,15 +151,17 @@ export async function readEdgeSums(db: MeterReader, deviceId: string, edges: rea
 
 /**
  * The entries of a list as read: `keyCount` whole numbers (a day and a slot, or an edge index),
- * then the sums; micro-watt-hours are whole numbers (every record's are rounded to them).
+ * then the sums; micro-watt-hours are whole numbers (every record's are rounded to them). One
+ * split of the whole text (thousands of entries for hour buckets), then a stride per entry.
  */
-function entriesOf(text: string | null, keyCount: number): Array<{ keys: number[]; sums: EnergyCount }> {
+function entriesOf(text: string | null, keyCount: 1 | 2): Array<{ keys: number[]; sums: EnergyCount }> {
   if (!text) return [];
-  return text.split(';').map((entry) => {
-    const f = entry.split(',');
-    return {
-      keys: f.slice(0, keyCount).map(Number),
-      sums: { uwh: BigInt(f[keyCount] as string), n: Number(f[keyCount + 1]), resets: Number(f[keyCount + 2]) },
-    };
-  });
+  const f = text.split(/[;,]/);
+  const width = keyCount + 3;
+  const entries: Array<{ keys: number[]; sums: EnergyCount }> = [];
+  for (let i = 0; i < f.length; i += width) {
+    const keys = keyCount === 2 ? [Number(f[i]), Number(f[i + 1])] : [Number(f[i])];
+    entries.push({ keys, sums: { uwh: BigInt(f[i + keyCount] as string), n: Number(f[i + keyCount + 1]), resets: Number(f[i + keyCount + 2]) } });
+  }
+  return entries;
 }
