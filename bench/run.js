@@ -15,6 +15,7 @@ const os = require('node:os');
 const path = require('node:path');
 const { parseArgs } = require('node:util');
 const cpuprofile = require('./lib/cpuprofile');
+const { describeKernelReclaim, kernelReclaim } = require('./lib/kernel-reclaim');
 
 /** Every benchmark, by name. Add one: a module exporting { name, description, run(ctx), table(result) }. */
 const BENCHES = Object.fromEntries([require('./benches/account'), require('./benches/lights')].map((b) => [b.name, b]));
@@ -125,6 +126,7 @@ async function main() {
       platform: `${os.platform()} ${os.release()}`,
       loadavg_before: os.loadavg(),
       git_commit: gitCommit(),
+      kernel_reclaim: kernelReclaim(),
     };
     process.stdout.write(`\n== ${name}: ${bench.description}\n`);
     const ctx = {
@@ -154,6 +156,8 @@ async function main() {
     fs.writeFileSync(file, `${JSON.stringify({ timestamp: new Date().toISOString(), machine, ...result }, null, 2)}\n`);
     process.stdout.write('\n');
     printTable(bench.table(result));
+    const reclaim = describeKernelReclaim(machine.kernel_reclaim);
+    if (reclaim) process.stdout.write(`note: ${reclaim}\n`);
     if (result.invalid) {
       process.stderr.write(`\n!! bench '${name}' is NOT VALID: its numbers cannot be trusted:\n${result.invalid.map((p) => `   ${p}\n`).join('')}`);
       exitCode = 2;
