@@ -25,6 +25,10 @@ const slotEndOf = (startAt: string): string => `(floor(extract(epoch FROM ${star
 /** The sums of day energy rows, in column order. */
 const RUNNING = ['e_uwh', 'e_n', 'e_resets'] as const;
 
+/** SQL: a day's row from its slots' running sums (slot_end, uwh, n, resets; grouped by device_id, day_s below it). */
+const ROW_OF_RUNNING_SUMS =
+  'SELECT device_id, day_s, array_agg(slot_end ORDER BY slot_end), array_agg(uwh ORDER BY slot_end), array_agg(n ORDER BY slot_end), array_agg(resets ORDER BY slot_end)';
+
 /**
  * SQL: a data-modifying CTE body adding the records of `source` (a relation with device_id,
  * start_at, quarantined, energy_used_wh and energy_reset; every one newly stored) to the day
@@ -41,7 +45,7 @@ export function addToDayEnergySql(source: string): string {
   const extended = (c: string): string =>
     `${c} = CASE WHEN ${inOrder} THEN d.${c}[1:${kept}] || ARRAY(SELECT x + d.${c}[${last}] FROM unnest(EXCLUDED.${c}) WITH ORDINALITY AS u(x, o) ORDER BY o) END`;
   return `INSERT INTO meter_day_energy AS d (device_id, day_s, slot_ends, e_uwh, e_n, e_resets)
-     SELECT device_id, day_s, array_agg(slot_end ORDER BY slot_end), array_agg(uwh ORDER BY slot_end), array_agg(n ORDER BY slot_end), array_agg(resets ORDER BY slot_end)
+     ${ROW_OF_RUNNING_SUMS}
        FROM (
          SELECT device_id, day_s, slot_end, sum(uwh) OVER w AS uwh, (sum(n) OVER w)::int AS n, (sum(resets) OVER w)::int AS resets FROM (
            SELECT device_id, ${spanStartOf(DAY_S)} AS day_s, ${slotEndOf('start_at')} AS slot_end,
@@ -62,7 +66,7 @@ export function addToDayEnergySql(source: string): string {
  */
 export function refreshDayEnergySql(days: string): string {
   return `INSERT INTO meter_day_energy (device_id, day_s, slot_ends, e_uwh, e_n, e_resets)
-     SELECT device_id, day_s, array_agg(slot_end ORDER BY slot_end), array_agg(uwh ORDER BY slot_end), array_agg(n ORDER BY slot_end), array_agg(resets ORDER BY slot_end)
+     ${ROW_OF_RUNNING_SUMS}
        FROM (
          SELECT t.device_id, t.day_s, r.slot_end, sum(r.e_uwh) OVER w AS uwh, (sum(r.e_n) OVER w)::int AS n, (sum(r.e_resets) OVER w)::int AS resets
            FROM (SELECT DISTINCT device_id, day_s FROM ${days}) t
@@ -90,7 +94,7 @@ export async function dropDayEnergy(tx: MeterTx, deviceId: string): Promise<void
   await tx.$executeRawUnsafe('DELETE FROM meter_day_energy WHERE device_id = $1', deviceId);
 }
 
-/** The slot an edge asks for to read its day's whole total: past the last quarter hour (slot_ends are 1..96). */
+/** The slot an edge asks for to read its day's whole total: the day's end (slot_ends are 1..96, every entry at or before it). */
 const WHOLE_DAY = DAY_S / SLOT_S;
 
 /**
