@@ -15,7 +15,7 @@ const { Client } = require('pg');
 const { connect: natsConnect, headers: natsHeaders } = require('nats');
 const { ROOT } = require('@fleet/launcher');
 const { bareInsertRate } = require('../lib/bare-insert');
-const { startBareExpressWith } = require('../lib/proc');
+const { cpuTimeMs, machineBusyMs, postgresCpuMs, startBareExpressWith } = require('../lib/proc');
 const { getter, startTimedGets } = require('../lib/timed-gets');
 const { countCollections, describeCollections } = require('../lib/gc-metrics');
 const { gatewayAdmin, databaseUrl, startPrivateFleet, waitUntil } = require('../lib/fleet-setup');
@@ -59,6 +59,38 @@ function percentiles(samples) {
   const xs = [...samples].sort((a, b) => a - b);
   const at = (p) => xs[Math.min(xs.length - 1, Math.floor((p / 100) * xs.length))];
   return { p50: Math.round(at(50) * 1000) / 1000, p99: Math.round(at(99) * 1000) / 1000, max: Math.round(xs[xs.length - 1] * 1000) / 1000, n: xs.length };
+}
+
+/** CPU ms so far of each process a read passes through (by name), of Postgres, and of the whole machine. */
+function cpuNow(pids) {
+  const out = {};
+  for (const [name, pid] of Object.entries(pids)) {
+    try {
+      out[name] = pid ? cpuTimeMs(pid) : null;
+    } catch {
+      out[name] = null;
+    }
+  }
+  out.postgres = postgresCpuMs();
+  out.machine = machineBusyMs();
+  return out;
+}
+
+/**
+ * CPU ms per read of each named process between two cpuNow() readings, and the rest of the
+ * machine (kernel threads, other processes): its busy time minus everything named.
+ */
+function cpuPerRead(before, after, reads) {
+  const per = {};
+  let named = 0;
+  for (const name of Object.keys(after)) {
+    if (name === 'machine' || after[name] === null || before[name] === null) continue;
+    const ms = after[name] - before[name];
+    named += ms;
+    per[name] = Math.round((ms / reads) * 100) / 100;
+  }
+  per['rest of machine'] = Math.round(((after.machine - before.machine - named) / reads) * 100) / 100;
+  return per;
 }
 
 async function run(ctx) {
@@ -195,6 +227,9 @@ async function run(ctx) {
   const latencyGzip = {};
   const day = (k) => new Date((yearStart + (k % 364) * 86_400) * 1000).toISOString();
   const latency = {};
+  /** CPU ms per read of each process during the uncompressed reads: where a read's time goes. */
+  const cpuPerReadOf = {};
+  const pids = { gateway: fleet.pidOf('gateway'), meter: fleet.pidOf('meter'), 'nats-server': fleet.natsPid, 'timing client': timer.pid };
   /** One answer of each read, served again by the bare baseline below: { path: body }. */
   const answers = {};
   /** p50/p99 of LATENCY_REQUESTS sequential GETs, after 10 untimed ones. */
@@ -204,7 +239,9 @@ async function run(ctx) {
     return percentiles(await timer.time({ baseUrl, headers: requestHeaders, warmup, urls }));
   };
   const measure = async (name, urlOf) => {
+    const cpuBefore = cpuNow(pids);
     latency[name] = await sequentialSamples(fleet.gatewayUrl, identity, urlOf);
+    cpuPerReadOf[name] = cpuPerRead(cpuBefore, cpuNow(pids), LATENCY_REQUESTS + 10);
     latencyGzip[name] = { ...(await sequentialSamples(fleet.gatewayUrl, gzip, urlOf)), ...(await gzipGetter.wire(urlOf(0))) };
     answers[`/answer/${Object.keys(answers).length}`] = await body(urlOf(0));
   };
@@ -251,6 +288,7 @@ async function run(ctx) {
     target_ratio: TARGET_RATIO,
     latency_ms: latency,
     latency_gzip_ms: latencyGzip,
+    cpu_ms_per_read: cpuPerReadOf,
     bare_same_answer_latency_ms: bareLatency,
     collections_during_reads: collectionsDuringReads,
     latency_targets_p99_ms: LATENCY_TARGETS_MS,
@@ -287,6 +325,7 @@ function table(result) {
       `${result.settings.meters} meters sent ${result.stored_records} records while the meter service was paused; stored in ${result.ingest_seconds.toFixed(2)} s after it resumed.   ${result.rate_ratio >= result.target_ratio ? 'OK' : 'BELOW TARGET'}`,
       ...(result.latency_missed_gzip ? [`latency targets, answers to clients that accept gzip: ${result.latency_missed_gzip.length === 0 ? 'met' : `MISSED for ${result.latency_missed_gzip.join('; ')}`}`] : []),
       `latency targets, uncompressed answers (judged): ${result.latency_missed.length === 0 ? 'met' : `MISSED for ${result.latency_missed.join('; ')}`}`,
+      ...Object.entries(result.cpu_ms_per_read ?? {}).map(([name, cpu]) => `CPU ms per read, ${name}, uncompressed: ${Object.entries(cpu).map(([process, ms]) => `${process} ${ms}`).join(', ')}`),
       `latency: ${result.settings.latency_requests} sequential requests through the gateway over ${result.settings.year_records} records of one meter; "bare express, the same answer": one answer of each read served by a bare express app to the same client, this machine's floor for an answer of that size.`,
     ],
   };

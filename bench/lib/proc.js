@@ -37,6 +37,25 @@ function cpuTimesMs(pid) {
   return { user: (Number(fields[11]) * 1000) / CLOCK_TICKS_PER_S, system: (Number(fields[12]) * 1000) / CLOCK_TICKS_PER_S };
 }
 
+/**
+ * CPU time of every Postgres process on the machine so far (the postmaster, its backends and
+ * workers), in ms. The bench's databases share the machine's one server: during a bench nothing
+ * else uses it. A backend that exits takes its time with it, so read it over a pool's lifetime.
+ */
+function postgresCpuMs() {
+  let ms = 0;
+  for (const entry of fs.readdirSync('/proc')) {
+    if (!/^\d+$/.test(entry)) continue;
+    try {
+      const stat = fs.readFileSync(`/proc/${entry}/stat`, 'utf8');
+      if (stat.slice(stat.indexOf('(') + 1, stat.lastIndexOf(')')) === 'postgres') ms += cpuTimeMs(entry);
+    } catch {
+      // The process ended between the listing and the read.
+    }
+  }
+  return ms;
+}
+
 /** Busy CPU time of the whole machine so far (all cores, everything but idle and iowait), in ms, from /proc/stat. */
 function machineBusyMs() {
   const [, ...ticks] = fs.readFileSync('/proc/stat', 'utf8').split('\n', 1)[0].trim().split(/\s+/);
@@ -97,4 +116,4 @@ const startBareExpress = (body, { logFile, nodeOptions } = {}) =>
 const startBareExpressWith = (bodiesFile, { logFile, nodeOptions } = {}) =>
   startBaseline('bare-express.js', { label: 'bare express baseline', env: { BENCH_BODIES_FILE: bodiesFile }, logFile, nodeOptions });
 
-module.exports = { memoryOf, cpuTimeMs, cpuTimesMs, ownCpuTimeMs, machineBusyMs, startBaseline, startBareExpress, startBareExpressWith };
+module.exports = { memoryOf, cpuTimeMs, cpuTimesMs, postgresCpuMs, ownCpuTimeMs, machineBusyMs, startBaseline, startBareExpress, startBareExpressWith };

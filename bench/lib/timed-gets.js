@@ -82,6 +82,8 @@ function startTimedGets() {
     pending.clear();
   });
   return {
+    /** The timing process (its CPU counts as the client's). */
+    pid: child.pid,
     time: (job) =>
       new Promise((resolve, reject) => {
         const id = next++;
