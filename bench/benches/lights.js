@@ -12,7 +12,7 @@ const { createHistogram, performance } = require('node:perf_hooks');
 const { ROOT } = require('@fleet/launcher');
 const { gatewayAdmin, redisCpuReader, startPrivateFleet } = require('../lib/fleet-setup');
 const { leanHttpClient } = require('../lib/lean-http');
-const { cpuTimeMs, machineBusyMs } = require('../lib/proc');
+const { cpuTimesOf, machineBusyMs } = require('../lib/proc');
 
 const SERVICES = ['device-registry', 'light-command', 'mqtt-bridge', 'gateway'];
 const SECRET = 'Bench-Light-Sec!';
@@ -125,14 +125,7 @@ async function postJson(client, route, headers, body) {
  * the gateway's limit windows), and the whole machine's busy time.
  */
 async function cpuOf(pids, redisCpu) {
-  const out = {};
-  for (const [name, pid] of Object.entries(pids)) {
-    try {
-      out[name] = pid ? cpuTimeMs(pid) : null;
-    } catch {
-      out[name] = null;
-    }
-  }
+  const out = cpuTimesOf(pids);
   out.redis = await redisCpu.read().catch(() => null);
   out.machine = machineBusyMs();
   return out;

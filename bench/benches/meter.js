@@ -15,7 +15,7 @@ const { Client } = require('pg');
 const { connect: natsConnect, headers: natsHeaders } = require('nats');
 const { ROOT } = require('@fleet/launcher');
 const { bareInsertRate } = require('../lib/bare-insert');
-const { cpuTimeMs, machineBusyMs, postgresCpuMs, startBareExpressWith } = require('../lib/proc');
+const { cpuTimesOf, machineBusyMs, postgresCpuMs, startBareExpressWith } = require('../lib/proc');
 const { getter, startTimedGets } = require('../lib/timed-gets');
 const { countCollections, describeCollections } = require('../lib/gc-metrics');
 const { gatewayAdmin, databaseUrl, startPrivateFleet, waitUntil } = require('../lib/fleet-setup');
@@ -63,14 +63,7 @@ function percentiles(samples) {
 
 /** CPU ms so far of each process a read passes through (by name), of Postgres, and of the whole machine. */
 function cpuNow(pids) {
-  const out = {};
-  for (const [name, pid] of Object.entries(pids)) {
-    try {
-      out[name] = pid ? cpuTimeMs(pid) : null;
-    } catch {
-      out[name] = null;
-    }
-  }
+  const out = cpuTimesOf(pids);
   out.postgres = postgresCpuMs();
   out.machine = machineBusyMs();
   return out;

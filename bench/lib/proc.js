@@ -37,6 +37,19 @@ function cpuTimesMs(pid) {
   return { user: (Number(fields[11]) * 1000) / CLOCK_TICKS_PER_S, system: (Number(fields[12]) * 1000) / CLOCK_TICKS_PER_S };
 }
 
+/** CPU time so far (ms) of each named process ({ name: pid }); null for one without a pid or gone. */
+function cpuTimesOf(pids) {
+  const out = {};
+  for (const [name, pid] of Object.entries(pids)) {
+    try {
+      out[name] = pid ? cpuTimeMs(pid) : null;
+    } catch {
+      out[name] = null;
+    }
+  }
+  return out;
+}
+
 /**
  * CPU time of every Postgres process on the machine so far (the postmaster, its backends and
  * workers), in ms. The bench's databases share the machine's one server: during a bench nothing
@@ -116,4 +129,4 @@ const startBareExpress = (body, { logFile, nodeOptions } = {}) =>
 const startBareExpressWith = (bodiesFile, { logFile, nodeOptions } = {}) =>
   startBaseline('bare-express.js', { label: 'bare express baseline', env: { BENCH_BODIES_FILE: bodiesFile }, logFile, nodeOptions });
 
-module.exports = { memoryOf, cpuTimeMs, cpuTimesMs, postgresCpuMs, ownCpuTimeMs, machineBusyMs, startBaseline, startBareExpress, startBareExpressWith };
+module.exports = { memoryOf, cpuTimeMs, cpuTimesMs, cpuTimesOf, postgresCpuMs, ownCpuTimeMs, machineBusyMs, startBaseline, startBareExpress, startBareExpressWith };
