@@ -15,7 +15,7 @@ const { Client } = require('pg');
 const { connect: natsConnect, headers: natsHeaders } = require('nats');
 const { ROOT } = require('@fleet/launcher');
 const { bareInsertRate } = require('../lib/bare-insert');
-const { cpuTimesOf, machineBusyMs, postgresCpuMs, startBareExpressWith } = require('../lib/proc');
+const { cpuTimesOf, machineBusyMs, postgresCpuMs, postgresCpuSpentMs, startBareExpressWith } = require('../lib/proc');
 const { getter, startTimedGets } = require('../lib/timed-gets');
 const { countCollections, describeCollections } = require('../lib/gc-metrics');
 const { gatewayAdmin, databaseUrl, startPrivateFleet, waitUntil } = require('../lib/fleet-setup');
@@ -78,7 +78,7 @@ function cpuPerRead(before, after, reads) {
   let named = 0;
   for (const name of Object.keys(after)) {
     if (name === 'machine' || after[name] === null || before[name] === null) continue;
-    const ms = after[name] - before[name];
+    const ms = name === 'postgres' ? postgresCpuSpentMs(before.postgres, after.postgres) : after[name] - before[name];
     named += ms;
     per[name] = Math.round((ms / reads) * 100) / 100;
   }

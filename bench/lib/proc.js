@@ -51,21 +51,32 @@ function cpuTimesOf(pids) {
 }
 
 /**
- * CPU time of every Postgres process on the machine so far (the postmaster, its backends and
- * workers), in ms. The bench's databases share the machine's one server: during a bench nothing
- * else uses it. A backend that exits takes its time with it, so read it over a pool's lifetime.
+ * CPU time so far of every Postgres process on the machine (the postmaster, its backends and
+ * workers), in ms by pid. The bench's databases share the machine's one server: during a bench
+ * nothing else uses it. Compare two readings with postgresCpuSpentMs.
  */
 function postgresCpuMs() {
-  let ms = 0;
+  const byPid = new Map();
   for (const entry of fs.readdirSync('/proc')) {
     if (!/^\d+$/.test(entry)) continue;
     try {
       const stat = fs.readFileSync(`/proc/${entry}/stat`, 'utf8');
-      if (stat.slice(stat.indexOf('(') + 1, stat.lastIndexOf(')')) === 'postgres') ms += cpuTimeMs(entry);
+      if (stat.slice(stat.indexOf('(') + 1, stat.lastIndexOf(')')) === 'postgres') byPid.set(entry, cpuTimeMs(entry));
     } catch {
       // The process ended between the listing and the read.
     }
   }
+  return byPid;
+}
+
+/**
+ * Postgres CPU ms spent between two postgresCpuMs() readings: per process, so a backend or
+ * autovacuum worker that exits in between does not make the sum fall. A process that started in
+ * between counts whole; one that ended counts nothing (its last moments are not on record).
+ */
+function postgresCpuSpentMs(before, after) {
+  let ms = 0;
+  for (const [pid, now] of after) ms += now - (before.get(pid) ?? 0);
   return ms;
 }
 
@@ -129,4 +140,4 @@ const startBareExpress = (body, { logFile, nodeOptions } = {}) =>
 const startBareExpressWith = (bodiesFile, { logFile, nodeOptions } = {}) =>
   startBaseline('bare-express.js', { label: 'bare express baseline', env: { BENCH_BODIES_FILE: bodiesFile }, logFile, nodeOptions });
 
-module.exports = { memoryOf, cpuTimeMs, cpuTimesMs, cpuTimesOf, postgresCpuMs, ownCpuTimeMs, machineBusyMs, startBaseline, startBareExpress, startBareExpressWith };
+module.exports = { memoryOf, cpuTimeMs, cpuTimesMs, cpuTimesOf, postgresCpuMs, postgresCpuSpentMs, ownCpuTimeMs, machineBusyMs, startBaseline, startBareExpress, startBareExpressWith };
