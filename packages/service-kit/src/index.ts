@@ -18,3 +18,4 @@ export * from './outbox';
 export * from './outbox-relay';
 export * from './periodic-job';
 export * from './time-param';
+export * from './heap';

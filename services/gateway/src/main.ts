@@ -4,7 +4,7 @@ import https from 'node:https';
 import type { AddressInfo } from 'node:net';
 import { Redis } from 'ioredis';
 import { ensureDatabase, migrate } from '@fleet/db';
-import { ServiceRuntime } from '@fleet/service-kit';
+import { applyHeapSettings, ServiceRuntime } from '@fleet/service-kit';
 import { AuthChangeListener } from './auth/change-listener';
 import { Authenticator } from './auth/authenticator';
 import { readGatewayConfig } from './config';
@@ -16,11 +16,10 @@ import { routes } from './routes/table';
 import { findKey } from './store/partners';
 import { MIGRATIONS_DIR } from './migrations';
 import { openGatewayDb } from './store/prisma';
-import { applyHeapGrowing } from './heap';
 
 async function main(): Promise<void> {
   const config = readGatewayConfig();
-  applyHeapGrowing(config.GATEWAY_HEAP_GROWING_PERCENT);
+  applyHeapSettings({ growingPercent: config.GATEWAY_HEAP_GROWING_PERCENT });
   // Auto-pipelining sends the commands of concurrent requests in one write: every request
   // spends from a Redis rate-limit window, so this is the gateway's hottest path.
   const redis = new Redis(config.REDIS_URL, { maxRetriesPerRequest: 1, enableOfflineQueue: false, lazyConnect: true, enableAutoPipelining: true });
