@@ -32,6 +32,15 @@ const schema = baseConfigSchema.extend({
    * writes their `meter.sample_settled` events), whether or not anyone reads them.
    */
   SAMPLE_SWEEP_INTERVAL_MS: z.coerce.number().int().min(100).default(2000),
+  /**
+   * V8's heap growing factor and young collection trigger, in percent (0: V8's own). A page of
+   * records is written with few JavaScript objects, so the young generation fills slowly while
+   * each page's buffers (about a megabyte: Postgres' text, the answer) wait for a collection;
+   * with V8's own values they set off a full collection every few pages. See the service kit's
+   * applyHeapSettings.
+   */
+  METER_HEAP_GROWING_PERCENT: z.coerce.number().int().min(0).max(1000).default(200),
+  METER_MINOR_GC_TRIGGER_PERCENT: z.coerce.number().int().min(0).max(100).default(20),
 });
 
 export type MeterConfig = z.infer<typeof schema>;

@@ -1,7 +1,7 @@
 import { BridgeClient } from '@fleet/bridge-client';
 import { RegistryClient } from '@fleet/registry-client';
 import { ensureDatabase, migrate } from '@fleet/db';
-import { DurablePullConsumer, partnerEventsRelay, ServiceRuntime } from '@fleet/service-kit';
+import { applyHeapSettings, DurablePullConsumer, partnerEventsRelay, ServiceRuntime } from '@fleet/service-kit';
 import { meterFilter, meterParts, readMeterConfig } from './config';
 import { deviceInProcessor } from './handlers/device-in';
 import { SampleSweep } from './handlers/sample-sweep';
@@ -11,6 +11,7 @@ import { openMeterDb, openMeterReader } from './store/prisma';
 
 async function main(): Promise<void> {
   const config = readMeterConfig();
+  applyHeapSettings({ growingPercent: config.METER_HEAP_GROWING_PERCENT, minorGcTriggerPercent: config.METER_MINOR_GC_TRIGGER_PERCENT });
   const runtime = await ServiceRuntime.start({ service: 'meter', config, subjectPrefix: config.SUBJECT_PREFIX });
   const { logger, bus } = runtime;
 

@@ -61,3 +61,10 @@ it('runs ingest, queries or both by METER_ROLE (default both)', () => {
   expect(meterParts(readMeterConfig({ METER_ROLE: 'query' }))).toEqual({ ingest: false, queries: true });
   expect(() => readMeterConfig({ METER_ROLE: 'reads' })).toThrow();
 });
+
+it("tunes V8 for pages of records by default, and leaves V8's own at 0", () => {
+  expect(readMeterConfig({})).toMatchObject({ METER_HEAP_GROWING_PERCENT: 200, METER_MINOR_GC_TRIGGER_PERCENT: 20 });
+  expect(readMeterConfig({ METER_HEAP_GROWING_PERCENT: '0', METER_MINOR_GC_TRIGGER_PERCENT: '0' })).toMatchObject({ METER_HEAP_GROWING_PERCENT: 0, METER_MINOR_GC_TRIGGER_PERCENT: 0 });
+  expect(() => readMeterConfig({ METER_MINOR_GC_TRIGGER_PERCENT: '101' })).toThrow();
+  expect(() => readMeterConfig({ METER_HEAP_GROWING_PERCENT: '-1' })).toThrow();
+});
