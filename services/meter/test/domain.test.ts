@@ -6,7 +6,8 @@ import { storedRow } from '../src/domain/ingest-plan';
 import { deriveFields, parseRecord, QUARANTINE_REASONS } from '../src/domain/record';
 import { parseAck, parseLive } from '../src/domain/requests';
 import { summarizeRows, type SummaryRow } from '../src/domain/summary';
-import { LISTED_RECORD, pageViews, RECORD_FIELDS } from '../src/domain/view';
+import { writeRecordPage } from '../src/domain/record-page';
+import { LISTED_RECORD, RECORD_FIELDS } from '../src/domain/view';
 
 const DEV = '0123456789AB';
 const RECEIVED = new Date('2026-06-01T12:00:05Z');
@@ -329,7 +330,8 @@ function viewOf(r: ReturnType<typeof parseRecord>): Record<string, unknown> {
     const v = valueOf(f);
     return typeof v === 'boolean' ? Number(v) : (v as string | number | null);
   });
-  return pageViews([fields])[0] as Record<string, unknown>;
+  const page = writeRecordPage(JSON.stringify([fields]), 1, { before: {}, after: () => ({}) });
+  return (JSON.parse(page.body.toString('utf8')) as { records: Array<Record<string, unknown>> }).records[0] as Record<string, unknown>;
 }
 
 describe('records from before a clear', () => {

@@ -19,7 +19,7 @@ import { getReset, getSample, requestReset, requestSample, type RequestDeps } fr
 import { SampleSweep } from '../src/handlers/sample-sweep';
 import { ingestRecords } from '../src/store/ingest';
 import { createSample, readSample, settleExpiredSamples, settleReset, settleSample } from '../src/store/requests';
-import { connectBus, createStream, createTestDb, deviceSends, envelope, inTime, logger, makeRecord, randomSid, type TestDb } from './support';
+import { bodyOf, connectBus, createStream, createTestDb, deviceSends, envelope, inTime, logger, makeRecord, randomSid, type TestDb } from './support';
 
 let testDb: TestDb;
 let bus: Bus;
@@ -108,7 +108,7 @@ const parsed = (deviceId: string, sid: string, seq: number) => parseRecord(devic
 type Page = { records: Array<{ sid: string; seq: number }>; has_more: boolean };
 /** What a partner gets for an event's cursor and count. */
 async function listed(deviceId: string, data: Record<string, unknown>): Promise<string[]> {
-  const body = (await listIntervals(testDb.db, envelope(deviceId, { cursor: data.cursor, limit: String(data.count) }))).body as Page;
+  const body = bodyOf(await listIntervals(testDb.db, envelope(deviceId, { cursor: data.cursor, limit: String(data.count) }))) as unknown as Page;
   return body.records.map((r) => `${r.sid}/${r.seq}`);
 }
 const keys = (sid: string, seqs: number[]): string[] => seqs.map((s) => `${sid}/${s}`);

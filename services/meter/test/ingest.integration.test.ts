@@ -17,7 +17,7 @@ async function quarantinedByReason(): Promise<Record<string, number>> {
   const metric = (await metricsRegistry.getMetricsAsJSON()).find((m) => m.name === 'fleet_meter_records_quarantined_total');
   return Object.fromEntries((metric?.values ?? []).map((v) => [String(v.labels.reason), v.value]));
 }
-import { connectBus, createStream, createTestDb, deviceSends, envelope, logger, makeRecord, randomSid, type TestDb } from './support';
+import { bodyOf, connectBus, createStream, createTestDb, deviceSends, envelope, logger, makeRecord, randomSid, type TestDb } from './support';
 
 let testDb: TestDb;
 let bus: Bus;
@@ -62,7 +62,7 @@ async function storedCount(deviceId: string): Promise<number> {
 }
 
 type Body = Record<string, unknown> & { records: Array<Record<string, unknown>>; next_cursor: string | null; has_more: boolean };
-const list = async (deviceId: string, query: Record<string, unknown>): Promise<Body> => (await listIntervals(testDb.db, envelope(deviceId, query))).body as Body;
+const list = async (deviceId: string, query: Record<string, unknown>): Promise<Body> => bodyOf(await listIntervals(testDb.db, envelope(deviceId, query))) as unknown as Body;
 
 describe('ingest', () => {
   it('stores each (sid, seq) once, in any order, with flags from the previous record of the stream', async () => {

@@ -4,14 +4,14 @@
  * stand for the primary and its replica; each holds different records, so an answer shows
  * which one it came from.
  */
-import { JsonBody, type HandlerContext, type HandlerResult } from '@fleet/service-kit';
+import type { HandlerContext } from '@fleet/service-kit';
 import { randomDeviceId } from '@fleet/test-kit';
 import { meterParts, readMeterConfig } from '../src/config';
 import { parseRecord } from '../src/domain/record';
 import { meterHandlers } from '../src/handlers/serve';
 import { ingestRecords } from '../src/store/ingest';
 import { openMeterReader } from '../src/store/prisma';
-import { createTestDb, envelope, logger, makeRecord, randomSid, type TestDb } from './support';
+import { bodyOf as body, createTestDb, envelope, logger, makeRecord, randomSid, type TestDb } from './support';
 
 const T0 = Date.UTC(2026, 0, 5) / 1000;
 const RECEIVED = new Date(Date.UTC(2026, 0, 6));
@@ -34,7 +34,6 @@ afterAll(async () => {
 });
 
 const ctx: HandlerContext = { logger, deadline: Date.now() + 60_000, remainingMs: () => 60_000, beforeCommit: async () => undefined };
-const body = (r: HandlerResult) => (r.body instanceof JsonBody ? r.body.parse() : r.body) as Record<string, unknown>;
 
 it('reads pages by start time, summaries and energy from the read database, arrival pages from the primary', async () => {
   // As main.ts serves them: the prepared reader on DATABASE_READ_URL.

@@ -12,7 +12,7 @@ import path from 'node:path';
 import { PARTNER_EVENTS_STREAM, type Bus } from '@fleet/service-kit';
 import { randomDeviceId, startPrivateNats, uniqueId, waitFor, type PrivateNats } from '@fleet/test-kit';
 import { listIntervals } from '../src/handlers/reads';
-import { connectBus, createStream, createTestDb, deviceSends, envelope, makeRecord, randomSid, type TestDb } from './support';
+import { bodyOf, connectBus, createStream, createTestDb, deviceSends, envelope, makeRecord, randomSid, type TestDb } from './support';
 
 const MAIN = path.resolve(__dirname, '../dist/main.js');
 
@@ -109,7 +109,7 @@ it('loses and doubles nothing when one of two replicas is killed mid-stream', as
   expect(events.reduce((n, e) => n + e.data.count, 0)).toBe(total);
   const announced: string[] = [];
   for (const e of events) {
-    const page = (await listIntervals(testDb.db, envelope(e.device_id, { cursor: e.data.cursor, limit: String(e.data.count) }))).body as { records: Array<{ sid: string; seq: number }> };
+    const page = bodyOf(await listIntervals(testDb.db, envelope(e.device_id, { cursor: e.data.cursor, limit: String(e.data.count) }))) as unknown as { records: Array<{ sid: string; seq: number }> };
     expect(page.records).toHaveLength(e.data.count);
     announced.push(...page.records.map((r) => `${e.device_id}/${r.sid}/${r.seq}`));
   }

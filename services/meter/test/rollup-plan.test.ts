@@ -5,7 +5,7 @@
  */
 import { DateTime, IANAZone } from 'luxon';
 import { bucketsFor } from '../src/domain/energy';
-import { isoOffset, isoWriter } from '../src/domain/iso-time';
+import { isoByteWriter, isoOffset, isoWriter } from '../src/domain/iso-time';
 import { bucketEdges, bucketsFromEdges, NO_ENERGY, type EdgePlace, type EdgeSums, type EnergyCount } from '../src/domain/day-energy';
 import { ROLLUP_SPANS_S, rollupReadPlan, type RollupReadPlan } from '../src/domain/rollup-plan';
 import { offsetMinutes, offsetsOf } from '../src/domain/zone-offsets';
@@ -230,6 +230,20 @@ describe('ISO times', () => {
       expect(write(ms)).toBe(new Date(ms).toISOString());
     }
     expect(write(Date.UTC(10000, 0, 1, 0, 0, 0, 500))).toBe('+010000-01-01T00:00:00.500Z');
+  });
+
+  it('writes the same bytes into a buffer, at any place in it', () => {
+    const rnd = random(43);
+    const write = isoByteWriter();
+    const out = Buffer.alloc(64);
+    for (let n = 0; n < 5000; n++) {
+      const ms = Math.floor((rnd() * 2 - 0.5) * 8.2e12 * 30) + Math.floor(rnd() * 1000);
+      const at = n % 7;
+      const end = write(ms, out, at);
+      expect(out.toString('latin1', at, end)).toBe(new Date(ms).toISOString());
+    }
+    const end = write(Date.UTC(10000, 0, 1, 23, 59, 59, 999), out, 0);
+    expect(out.toString('latin1', 0, end)).toBe('+010000-01-01T23:59:59.999Z');
   });
 
   it('writes offsets as ±HH:MM', () => {

@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import type { JetStreamClient } from 'nats';
 import type { RequestEnvelope } from '@fleet/contracts';
-import { Bus, createLogger, type Logger } from '@fleet/service-kit';
+import { Bus, createLogger, JsonBody, type HandlerResult, type Logger } from '@fleet/service-kit';
 import { captureDeviceMessage, createMigratedTestDb, testEnv, uniqueId, type TestDatabase } from '@fleet/test-kit';
 import { MIGRATIONS_DIR } from '../src/migrations';
 import { openMeterDb, type MeterDb } from '../src/store/prisma';
@@ -87,3 +87,6 @@ export function makeRecord(sid: string, seq: number, startS: number, opts: { w?:
     partial: false,
   };
 }
+
+/** A handler's reply body as an object: pages of records come as JSON text (JsonBody). */
+export const bodyOf = (r: HandlerResult): Record<string, unknown> => (r.body instanceof JsonBody ? r.body.parse() : r.body) as Record<string, unknown>;

@@ -1,9 +1,9 @@
 import type { RequestEnvelope } from '@fleet/contracts';
-import { NotFoundError, ValidationError, type HandlerResult } from '@fleet/service-kit';
+import { JsonBody, NotFoundError, ValidationError, type HandlerResult } from '@fleet/service-kit';
 import { bucketsFor, energyPoints, energyTotal, parseBucket, parseZone } from '../domain/energy';
 import { encodeCursor, planIntervals, resolveWindow, SUMMARY_RANGE_CAP_MS, type StartKey } from '../domain/query';
+import { writeRecordPage } from '../domain/record-page';
 import { finishQuantity, QUANTITIES } from '../domain/summary';
-import { pageViews, recordKey } from '../domain/view';
 import type { MeterDb, MeterReader } from '../store/prisma';
 import { listByArrival, listByStart, listUnknownTime } from '../store/records';
 import { energyByBucket, summarySums } from '../store/rollups';
@@ -31,42 +31,32 @@ export async function listIntervals(db: MeterDb, req: RequestEnvelope, now = new
     if (plan.afterArrival !== null && (plan.epoch !== epoch || plan.afterArrival > hwm)) {
       throw new ValidationError("invalid 'cursor': it predates a database restore; restart from 'received_since' and de-duplicate by sid and seq");
     }
-    const page = records.slice(0, plan.limit);
-    const last = page.at(-1);
-    // The bookmark: the last record returned, else where the caller already was, else everything stored so far.
-    const bookmark = last ? recordKey(last).arrival : (plan.afterArrival ?? hwm);
-    return {
-      body: {
-        device_id: deviceId,
-        mode: 'received',
-        received_since: plan.receivedSince ? plan.receivedSince.toISOString() : null,
-        records: pageViews(page),
-        has_more: records.length > plan.limit,
-        next_cursor: encodeCursor({ m: 'r', d: deviceId, ep: epoch, a: bookmark }),
-      },
-    };
+    const page = writeRecordPage(records, plan.limit, {
+      before: { device_id: deviceId, mode: 'received', received_since: plan.receivedSince ? plan.receivedSince.toISOString() : null },
+      // The bookmark: the last record returned, else where the caller already was, else everything stored so far.
+      after: ({ hasMore, last }) => ({
+        has_more: hasMore,
+        next_cursor: encodeCursor({ m: 'r', d: deviceId, ep: epoch, a: last ? last.arrival : (plan.afterArrival ?? hwm) }),
+      }),
+    });
+    return { body: JsonBody.ofBytes(page.body) };
   }
   const records = plan.unknownTime
     ? await listUnknownTime(readDb, deviceId, plan.after, plan.limit)
     : await listByStart(readDb, deviceId, plan.window, plan.after, plan.limit);
-  const page = records.slice(0, plan.limit);
-  const hasMore = records.length > plan.limit;
-  const last = page.at(-1);
-  const lastKey = last ? recordKey(last) : null;
-  const key: StartKey | null = lastKey ? [lastKey.startMs, lastKey.sid, lastKey.seq] : null;
-  return {
-    body: {
-      device_id: deviceId,
-      unknown_time: plan.unknownTime,
-      window: { start: plan.window.start.toISOString(), end: plan.window.end.toISOString() },
-      records: pageViews(page),
-      has_more: hasMore,
-      next_cursor:
-        hasMore && key
-          ? encodeCursor({ m: 's', d: deviceId, s: plan.window.start.getTime(), e: plan.window.end.getTime(), u: plan.unknownTime, k: key })
-          : null,
+  const { window } = plan;
+  const page = writeRecordPage(records, plan.limit, {
+    before: { device_id: deviceId, unknown_time: plan.unknownTime, window: { start: window.start.toISOString(), end: window.end.toISOString() } },
+    after: ({ hasMore, last }) => {
+      const key: StartKey | null = last ? [last.startMs, last.sid, last.seq] : null;
+      return {
+        has_more: hasMore,
+        next_cursor:
+          hasMore && key ? encodeCursor({ m: 's', d: deviceId, s: window.start.getTime(), e: window.end.getTime(), u: plan.unknownTime, k: key }) : null,
+      };
     },
-  };
+  });
+  return { body: JsonBody.ofBytes(page.body) };
 }
 
 const SUMMARY_PARAMS = ['start', 'end'];

@@ -1,5 +1,5 @@
 import type { StartKey, Window } from '../domain/query';
-import { LISTED_RECORD, RECORD_JSON, type RecordFields } from '../domain/view';
+import { LISTED_RECORD, RECORD_JSON } from '../domain/view';
 import { INGEST_LOCK_KEY, type MeterDb, type MeterReader } from './prisma';
 import { dropRollups } from './rollups';
 
@@ -13,24 +13,27 @@ export async function readState(db: MeterDb): Promise<{ epoch: string; hwm: numb
 }
 
 /**
- * A page of records as their field arrays (domain/view.ts), in `order`: Postgres writes the
- * page as one JSON text, so reading it costs one value however many records it holds.
+ * A page's text: a JSON array of its records' field arrays (RECORD_JSON), in `order`. Postgres
+ * writes the page as one text, so reading it costs one value however many records it holds;
+ * domain/record-page.ts writes the answer from it.
  */
-async function readPage(db: MeterReader, where: string, order: string, limitParam: string, params: unknown[]): Promise<RecordFields[]> {
+export type RecordArraysText = string;
+
+async function readPage(db: MeterReader, where: string, order: string, limitParam: string, params: unknown[]): Promise<RecordArraysText> {
   const rows = await db.$queryRawUnsafe<Array<{ page: string | null }>>(
     `SELECT concat('[', string_agg(record, ',' ORDER BY ${order}), ']') AS page FROM (
        SELECT ${RECORD_JSON} AS record, ${order} FROM interval_records WHERE ${where} ORDER BY ${order} LIMIT ${limitParam}
      ) page`,
     ...params,
   );
-  return JSON.parse(rows[0]?.page ?? '[]') as RecordFields[];
+  return rows[0]?.page ?? '[]';
 }
 
 /**
  * Records by start time, oldest first by (start, sid, seq), after the key; limit + 1 records to
  * tell has_more. (A record without identity, LISTED_RECORD, has no start: none is in a window.)
  */
-export async function listByStart(db: MeterReader, deviceId: string, window: Window, after: StartKey | null, limit: number): Promise<RecordFields[]> {
+export async function listByStart(db: MeterReader, deviceId: string, window: Window, after: StartKey | null, limit: number): Promise<RecordArraysText> {
   const params: unknown[] = [deviceId, window.start, window.end, limit + 1];
   let keyClause = '';
   if (after) {
@@ -41,7 +44,7 @@ export async function listByStart(db: MeterReader, deviceId: string, window: Win
 }
 
 /** Records without a determinable start, by (sid, seq); only those with an identity (LISTED_RECORD). */
-export async function listUnknownTime(db: MeterReader, deviceId: string, after: StartKey | null, limit: number): Promise<RecordFields[]> {
+export async function listUnknownTime(db: MeterReader, deviceId: string, after: StartKey | null, limit: number): Promise<RecordArraysText> {
   const params: unknown[] = [deviceId, limit + 1];
   let keyClause = '';
   if (after) {
@@ -61,7 +64,7 @@ export async function listByArrival(
   deviceId: string,
   from: { afterArrival: number } | { receivedSince: Date },
   limit: number,
-): Promise<{ records: RecordFields[]; epoch: string; hwm: number }> {
+): Promise<{ records: RecordArraysText; epoch: string; hwm: number }> {
   return db.$transaction(async (tx) => {
     const state = await tx.$queryRawUnsafe<Array<{ epoch: string; arrival_hwm: bigint }>>('SELECT epoch, arrival_hwm FROM meter_state WHERE id = 1');
     const epoch = state[0]?.epoch ?? '';
