@@ -1,6 +1,6 @@
 /**
- * The Meter interval record as partners see it (spec: Meter interval record), as the store
- * reads it. Pure.
+ * The fields of a Meter interval record (spec: Meter interval record) as the store reads them
+ * for a page, and which records are listed. Pure.
  *
  * A page of up to 1000 records is read as one JSON text: Postgres writes each record as an
  * array of its fields (RECORD_JSON) and the page as an array of those; domain/record-page.ts
