@@ -12,9 +12,10 @@ import v8 from 'node:v8';
  *   makes them about five times rarer for some 60 MB more memory.
  * - `minorGcTriggerPercent` (V8's --minor-gc-task-trigger, 80 by default): how full the young
  *   generation is when a young collection is scheduled. A service that allocates few JavaScript
- *   objects per answer (the meter writes a page's bytes straight from Postgres' text) fills its
- *   young generation slowly, while each answer's buffers, freed by any collection, pile up until
- *   a full one comes; collecting the young generation sooner frees them at a fraction of the cost.
+ *   objects per answer (the gateway relaying a page, the meter writing one straight from
+ *   Postgres' text) fills its young generation slowly, while each answer's buffers, freed by any
+ *   collection, pile up until a full one comes; collecting the young generation sooner frees
+ *   them at a fraction of the cost (gateway 5, meter 20: its energy answers allocate more).
  *
  * 0 leaves V8's own value. Both are read at every collection, so setting them at start-up takes
  * effect (unlike the young generation's size, fixed when the process starts).

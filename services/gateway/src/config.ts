@@ -33,8 +33,14 @@ const schema = baseConfigSchema.extend({
    * may have been stored.
    */
   BUS_COMMIT_WAIT_MS: z.coerce.number().int().min(0).default(15000),
-  /** V8's heap growing factor in percent (see heap.ts); 0 leaves V8's own. */
+  /**
+   * V8's heap growing factor and young collection trigger, in percent (the service kit's
+   * applyHeapSettings); 0 leaves V8's own. A relayed page of records allocates few JavaScript
+   * objects and a megabyte of buffers, which only a collection frees: with V8's own trigger (80)
+   * the young generation hardly ever filled and the buffers set off full collections instead.
+   */
   GATEWAY_HEAP_GROWING_PERCENT: z.coerce.number().int().min(0).max(1000).default(200),
+  GATEWAY_MINOR_GC_TRIGGER_PERCENT: z.coerce.number().int().min(0).max(100).default(5),
 });
 
 export type GatewayConfig = z.infer<typeof schema>;

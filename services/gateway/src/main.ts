@@ -19,7 +19,7 @@ import { openGatewayDb } from './store/prisma';
 
 async function main(): Promise<void> {
   const config = readGatewayConfig();
-  applyHeapSettings({ growingPercent: config.GATEWAY_HEAP_GROWING_PERCENT });
+  applyHeapSettings({ growingPercent: config.GATEWAY_HEAP_GROWING_PERCENT, minorGcTriggerPercent: config.GATEWAY_MINOR_GC_TRIGGER_PERCENT });
   // Auto-pipelining sends the commands of concurrent requests in one write: every request
   // spends from a Redis rate-limit window, so this is the gateway's hottest path.
   const redis = new Redis(config.REDIS_URL, { maxRetriesPerRequest: 1, enableOfflineQueue: false, lazyConnect: true, enableAutoPipelining: true });

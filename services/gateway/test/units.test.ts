@@ -3,6 +3,7 @@ import { accountBody } from '../src/handlers/account';
 import { bearerToken, Authenticator } from '../src/auth/authenticator';
 import { generateApiKey, hashSecret, parseApiKey, secretMatches } from '../src/domain/api-key';
 import { parseChannels, parsePermissions, permissionMap } from '../src/domain/partner-settings';
+import { readGatewayConfig } from '../src/config';
 import { RouteMatcher } from '../src/http/route-matcher';
 import type { RouteDef } from '../src/routes/types';
 import type { KeyWithPartner } from '../src/store/partners';
@@ -129,5 +130,13 @@ describe('Authenticator cache', () => {
     release();
     expect(await pending).not.toBeNull();
     expect(await auth.authenticate(issued.key)).toBeNull();
+  });
+});
+
+describe('V8 settings', () => {
+  it("tunes V8 for relayed pages by default, and leaves V8's own at 0", () => {
+    expect(readGatewayConfig({})).toMatchObject({ GATEWAY_HEAP_GROWING_PERCENT: 200, GATEWAY_MINOR_GC_TRIGGER_PERCENT: 5 });
+    expect(readGatewayConfig({ GATEWAY_HEAP_GROWING_PERCENT: '0', GATEWAY_MINOR_GC_TRIGGER_PERCENT: '0' })).toMatchObject({ GATEWAY_HEAP_GROWING_PERCENT: 0, GATEWAY_MINOR_GC_TRIGGER_PERCENT: 0 });
+    expect(() => readGatewayConfig({ GATEWAY_MINOR_GC_TRIGGER_PERCENT: '101' })).toThrow();
   });
 });
