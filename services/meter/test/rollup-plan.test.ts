@@ -5,7 +5,7 @@
  */
 import { DateTime, IANAZone } from 'luxon';
 import { bucketsFor } from '../src/domain/energy';
-import { isoByteWriter, isoOffset, isoWriter } from '../src/domain/iso-time';
+import { isoByteWriter, isoOffset, isoSecondsWriter } from '../src/domain/iso-time';
 import { bucketEdges, bucketsFromEdges, NO_ENERGY, type EdgePlace, type EdgeSums, type EnergyCount } from '../src/domain/day-energy';
 import { ROLLUP_SPANS_S, rollupReadPlan, type RollupReadPlan } from '../src/domain/rollup-plan';
 import { offsetMinutes, offsetsOf } from '../src/domain/zone-offsets';
@@ -222,17 +222,17 @@ describe('hour buckets on cached offsets', () => {
 });
 
 describe('ISO times', () => {
-  it('writes what toISOString writes, from 1900 to beyond 9999, in any order', () => {
+  it('writes what toISOString writes to the second, from 1900 to beyond 9999, in any order', () => {
     const rnd = random(42);
-    const write = isoWriter();
+    const write = isoSecondsWriter();
     for (let n = 0; n < 5000; n++) {
       const ms = Math.floor((rnd() * 2 - 0.5) * 8.2e12 * 30) + (n % 3 === 0 ? 0 : Math.floor(rnd() * 1000));
-      expect(write(ms)).toBe(new Date(ms).toISOString());
+      expect(write(ms)).toBe(new Date(ms).toISOString().slice(0, -5));
     }
-    expect(write(Date.UTC(10000, 0, 1, 0, 0, 0, 500))).toBe('+010000-01-01T00:00:00.500Z');
+    expect(write(Date.UTC(10000, 0, 1, 0, 0, 0, 500))).toBe('+010000-01-01T00:00:00');
   });
 
-  it('writes the same bytes into a buffer, at any place in it', () => {
+  it("writes toISOString's bytes, milliseconds included, into a buffer at any place in it", () => {
     const rnd = random(43);
     const write = isoByteWriter();
     const out = Buffer.alloc(64);

@@ -1,7 +1,7 @@
 import { DateTime, IANAZone } from 'luxon';
 import { ValidationError } from '@fleet/service-kit';
 import { round6 } from './record';
-import { isoOffset, isoWriter } from './iso-time';
+import { isoOffset, isoSecondsWriter } from './iso-time';
 import { offsetsOf, type ZoneOffsets } from './zone-offsets';
 
 /**
@@ -92,7 +92,7 @@ function nextBoundary(at: number, width: BucketWidth, offsets: ZoneOffsets, tz: 
  * the instant shifted by the offset, written as UTC to the second.
  */
 function labeller(utc: boolean): (at: number, offsetMin: number) => string {
-  const iso = isoWriter('seconds');
+  const iso = isoSecondsWriter();
   let offset = Number.NaN;
   let suffix = utc ? 'Z' : '';
   return (at, offsetMin) => {

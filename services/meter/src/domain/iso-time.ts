@@ -5,7 +5,6 @@
 
 const DAY_MS = 86_400_000;
 const two = (n: number): string => (n < 10 ? `0${n}` : String(n));
-const three = (n: number): string => (n < 10 ? `00${n}` : n < 100 ? `0${n}` : String(n));
 
 /** `YYYY-MM-DDT` of a day counted from 1970-01-01 (civil calendar, H. Hinnant's days_from_civil inverse). */
 function datePart(day: number): string {
@@ -23,8 +22,8 @@ function datePart(day: number): string {
   return `${String(y).padStart(4, '0')}-${two(m)}-${two(d)}T`;
 }
 
-/** A writer of `YYYY-MM-DDTHH:MM:SS.mmmZ` (as toISOString; `seconds` drops `.mmmZ`) that remembers its last day. */
-export function isoWriter(precision: 'millis' | 'seconds' = 'millis'): (ms: number) => string {
+/** A writer of `YYYY-MM-DDTHH:MM:SS` (toISOString to the second, without `.mmmZ`) that remembers its last day. */
+export function isoSecondsWriter(): (ms: number) => string {
   let day = Number.NaN;
   let date = '';
   return (ms) => {
@@ -35,8 +34,7 @@ export function isoWriter(precision: 'millis' | 'seconds' = 'millis'): (ms: numb
     }
     const inDay = ms - d * DAY_MS;
     const s = Math.floor(inDay / 1000);
-    const time = `${date}${two(Math.floor(s / 3600))}:${two(Math.floor(s / 60) % 60)}:${two(s % 60)}`;
-    return precision === 'seconds' ? time : `${time}.${three(inDay % 1000)}Z`;
+    return `${date}${two(Math.floor(s / 3600))}:${two(Math.floor(s / 60) % 60)}:${two(s % 60)}`;
   };
 }
 
@@ -47,7 +45,7 @@ export function isoOffset(offsetMin: number): string {
 }
 
 /**
- * As isoWriter('millis'), into bytes: writes `YYYY-MM-DDTHH:MM:SS.mmmZ` into `out` at `at` and
+ * As toISOString, into bytes, remembering its last day: writes `YYYY-MM-DDTHH:MM:SS.mmmZ` into `out` at `at` and
  * returns the index past it. A page of records writes two instants a record; as strings they
  * were most of what a page allocated.
  */

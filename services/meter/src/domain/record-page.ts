@@ -1,4 +1,5 @@
 import { isoByteWriter } from './iso-time';
+import { round6 } from './record';
 import { FIELD_AT, RECORD_FIELDS, type RecordKey } from './view';
 
 /**
@@ -89,7 +90,6 @@ const KEY = {
 
 /** JSON of a number as JSON.stringify writes it (a non-finite one is null). */
 const numberText = (x: number): string => (Number.isFinite(x) ? String(x) : 'null');
-const round6 = (x: number): number => Math.round(x * 1e6) / 1e6;
 
 /** Writes a page; one instance per page, writing into the scratch buffers. */
 class PageWriter {
