@@ -1,3 +1,4 @@
+import { AnswerWriter, bodyHead, bodyTail, latin1, numberText } from './answer-writer';
 import { isoByteWriter } from './iso-time';
 import { round6 } from './record';
 import { FIELD_AT, RECORD_FIELDS, type RecordKey } from './view';
@@ -5,7 +6,7 @@ import { FIELD_AT, RECORD_FIELDS, type RecordKey } from './view';
 /**
  * A page of records written as the partners' JSON straight from the text Postgres sends
  * (RECORD_JSON arrays), byte for byte, with no value parsed that the answer does not need. No
- * I/O; it writes into two buffers kept from page to page (`scratch`).
+ * I/O; it reads the text from a buffer kept from page to page and writes with AnswerWriter.
  *
  * Postgres already wrote every number as its shortest exact text, the same digits JSON.stringify
  * writes, so a number is copied as it came; only what the two write differently (an exponent,
@@ -46,69 +47,58 @@ const BRACE_CLOSE = 0x7d;
 /** Bytes a record may add beyond its own text: keys, booleans, ISO times, numbers written anew. */
 const RECORD_OVERHEAD = 2048;
 
-/**
- * Buffers reused from page to page (a page is written synchronously, start to end, then copied
- * out): a 1000-record page's text and answer are about 0.2 and 0.6 MB, and fresh buffers of that
- * size for every page are external memory that sets off V8's full collections (about one every
- * ten pages when each page took new ones).
- */
-const scratch = { text: Buffer.alloc(0), out: Buffer.alloc(0) };
+/** The page's text as UTF-8, kept from page to page as AnswerWriter keeps its buffer (about 0.2 MB a page). */
+let textScratch = Buffer.alloc(0);
 
-const bytes = (s: string): Buffer => Buffer.from(s, 'latin1');
 const KEY = {
-  seq: bytes('{"seq":'),
-  sid: bytes(',"sid":'),
-  startAt: bytes(',"start_at":'),
-  timeQuality: bytes(',"time_quality":'),
-  durationS: bytes(',"duration_s":'),
-  readsN: bytes(',"reads":{"n":'),
-  readsErr: bytes(',"err":'),
-  voltage: bytes(',"voltage_v":'),
-  current: bytes(',"current_a":'),
-  power: bytes(',"power_w":'),
-  frequency: bytes(',"frequency_hz":'),
-  powerFactor: bytes(',"power_factor":'),
-  avg: bytes('{"avg":'),
-  min: bytes(',"min":'),
-  max: bytes(',"max":'),
-  energy: bytes(',"energy_wh":'),
-  first: bytes('{"first":'),
-  last: bytes(',"last":'),
-  ctTurns: bytes(',"ct_turns":'),
-  alarmReads: bytes(',"alarm_reads":'),
-  partial: bytes(',"flags":{"partial":'),
-  energyReset: bytes(',"energy_reset":'),
-  reconfigured: bytes(',"meter_reconfigured":'),
-  quarantined: bytes('},"quarantined":'),
-  reason: bytes(',"quarantine_reason":'),
-  receivedAt: bytes(',"received_at":"'),
-  end: bytes('"}'),
-  null: bytes('null'),
-  true: bytes('true'),
-  false: bytes('false'),
+  seq: latin1('{"seq":'),
+  sid: latin1(',"sid":'),
+  startAt: latin1(',"start_at":'),
+  timeQuality: latin1(',"time_quality":'),
+  durationS: latin1(',"duration_s":'),
+  readsN: latin1(',"reads":{"n":'),
+  readsErr: latin1(',"err":'),
+  voltage: latin1(',"voltage_v":'),
+  current: latin1(',"current_a":'),
+  power: latin1(',"power_w":'),
+  frequency: latin1(',"frequency_hz":'),
+  powerFactor: latin1(',"power_factor":'),
+  avg: latin1('{"avg":'),
+  min: latin1(',"min":'),
+  max: latin1(',"max":'),
+  energy: latin1(',"energy_wh":'),
+  first: latin1('{"first":'),
+  last: latin1(',"last":'),
+  ctTurns: latin1(',"ct_turns":'),
+  alarmReads: latin1(',"alarm_reads":'),
+  partial: latin1(',"flags":{"partial":'),
+  energyReset: latin1(',"energy_reset":'),
+  reconfigured: latin1(',"meter_reconfigured":'),
+  quarantined: latin1('},"quarantined":'),
+  reason: latin1(',"quarantine_reason":'),
+  receivedAt: latin1(',"received_at":"'),
+  end: latin1('"}'),
+  null: latin1('null'),
+  true: latin1('true'),
+  false: latin1('false'),
 };
 
-/** JSON of a number as JSON.stringify writes it (a non-finite one is null). */
-const numberText = (x: number): string => (Number.isFinite(x) ? String(x) : 'null');
-
-/** Writes a page; one instance per page, writing into the scratch buffers. */
-class PageWriter {
+/** Writes a page; one instance per page. */
+class PageWriter extends AnswerWriter {
   private readonly src: Buffer;
   /** Bytes of the page's text in `src`. */
   private readonly n: number;
-  private out: Buffer;
-  private o = 0;
   private readonly starts = new Int32Array(FIELDS);
   private readonly ends = new Int32Array(FIELDS);
   private readonly isoStart = isoByteWriter();
   private readonly isoReceived = isoByteWriter();
 
   constructor(text: string) {
-    // UTF-8 takes at most 3 bytes for each UTF-16 unit; an answer is about three times its text.
-    if (scratch.text.length < text.length * 3) scratch.text = Buffer.allocUnsafeSlow(Math.max(text.length * 3, 1 << 20));
-    if (scratch.out.length < text.length * 4) scratch.out = Buffer.allocUnsafeSlow(Math.max(text.length * 4, 4 << 20));
-    this.src = scratch.text;
-    this.out = scratch.out;
+    // An answer is about three times its text.
+    super(text.length * 4);
+    // UTF-8 takes at most 3 bytes for each UTF-16 unit.
+    if (textScratch.length < text.length * 3) textScratch = Buffer.allocUnsafeSlow(Math.max(text.length * 3, 1 << 20));
+    this.src = textScratch;
     this.n = this.src.write(text, 0, 'utf8');
   }
 
@@ -116,7 +106,7 @@ class PageWriter {
     const { src, n } = this;
     let i = 1;
     let count = 0;
-    this.utf8(bodyHead(around.before));
+    this.utf8(bodyHead(around.before, 'records'));
     this.reserve(1);
     this.byte(OPEN);
     if (n < 2 || src[0] !== OPEN) throw malformed(0);
@@ -136,7 +126,7 @@ class PageWriter {
     this.byte(CLOSE);
     const facts: PageFacts = { count, hasMore, last: count > 0 ? this.key() : null };
     this.utf8(bodyTail(around.after(facts)));
-    return { ...facts, body: Buffer.from(this.out.subarray(0, this.o)) };
+    return { ...facts, body: this.finish() };
   }
 
   /** Finds the fields of the record whose first field starts at `i`; returns the index past its `]`. */
@@ -316,51 +306,6 @@ class PageWriter {
     for (let k = this.startOf(f); k < e; k += 1) out[o++] = src[k] as number;
     this.o = o;
   }
-
-  private copy(b: Buffer): void {
-    const { out } = this;
-    let o = this.o;
-    for (let k = 0; k < b.length; k += 1) out[o++] = b[k] as number;
-    this.o = o;
-  }
-
-  /** Any text: the body's head and tail. */
-  private utf8(s: string): void {
-    this.reserve(s.length * 3);
-    this.o += this.out.write(s, this.o, 'utf8');
-  }
-
-  /** ASCII text: ISO times, numbers. */
-  private text(s: string): void {
-    const { out } = this;
-    let o = this.o;
-    for (let k = 0; k < s.length; k += 1) out[o++] = s.charCodeAt(k);
-    this.o = o;
-  }
-
-  private byte(b: number): void {
-    this.out[this.o++] = b;
-  }
-
-  /** Room for `n` more bytes (writes past a Buffer's end would be dropped silently). */
-  private reserve(n: number): void {
-    if (this.o + n <= this.out.length) return;
-    const grown = Buffer.allocUnsafeSlow(Math.max(this.out.length * 2, this.o + n));
-    this.out.copy(grown, 0, 0, this.o);
-    this.out = grown;
-    scratch.out = grown;
-  }
-}
-
-/** `{"a":1,"records":` of before = {a: 1}. */
-function bodyHead(before: Record<string, unknown>): string {
-  const members = JSON.stringify(before).slice(1, -1);
-  return members ? `{${members},"records":` : '{"records":';
-}
-
-function bodyTail(after: Record<string, unknown>): string {
-  const members = JSON.stringify(after).slice(1, -1);
-  return members ? `,${members}}` : '}';
 }
 
 function malformed(at: number): Error {
