@@ -247,7 +247,7 @@ describe('summary and energy', () => {
 
     const windowStart = '2026-03-28T23:00:00Z'; // Berlin midnight (UTC+1)
     const windowEnd = '2026-03-30T22:00:00Z'; // Berlin midnight of the 31st (UTC+2)
-    const energy = (await getEnergy(testDb.db, envelope(dev, { bucket: 'day', tz: 'Europe/Berlin', start: windowStart, end: windowEnd }))).body as {
+    const energy = bodyOf(await getEnergy(testDb.db, envelope(dev, { bucket: 'day', tz: 'Europe/Berlin', start: windowStart, end: windowEnd }))) as {
       points: Array<{ start_at: string; energy_wh: number | null; reset: boolean }>;
       total: { energy_wh: number; resets: number; intervals: number; buckets: number } | null;
       tz: string;
@@ -277,7 +277,7 @@ describe('summary and energy', () => {
     expect(summary.power_w.max).toBe(Math.max(...rs.map((r) => r.p![2] / r.ct)));
     expect(summary.coverage).toEqual({ records: 27, quarantined: 0, seconds: 27 * 3600 });
 
-    const empty = (await getEnergy(testDb.db, envelope(dev, { start: '2020-01-01T00:00:00Z', end: '2020-01-02T00:00:00Z' }))).body as Record<string, unknown>;
+    const empty = bodyOf(await getEnergy(testDb.db, envelope(dev, { start: '2020-01-01T00:00:00Z', end: '2020-01-02T00:00:00Z' })));
     expect(empty.total).toBeNull();
     expect((await getSummary(testDb.db, envelope(dev, { start: '2020-01-01T00:00:00Z', end: '2020-01-02T00:00:00Z' }))).body).toMatchObject({ energy_wh: null, voltage_v: null });
     await expect(getSummary(testDb.db, envelope(dev, { start: '2020-01-01T00:00:00Z', end: '2021-01-02T00:00:00Z' }))).rejects.toThrow('one year');

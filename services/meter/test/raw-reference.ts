@@ -3,7 +3,8 @@
  * before rollups: the reference every rollup-based answer must equal. Same arithmetic (the
  * expressions of store/rollup-sql.ts), no rollups, no read plan.
  */
-import { bucketsFor, energyPoints, energyTotal, type BucketWidth } from '../src/domain/energy';
+import { bucketLabel, bucketsFor, energyTotal, type Bucket, type BucketWidth } from '../src/domain/energy';
+import { round6 } from '../src/domain/record';
 import type { Window } from '../src/domain/query';
 import { finishQuantity, QUANTITIES } from '../src/domain/summary';
 import type { MeterDb } from '../src/store/prisma';
@@ -11,6 +12,25 @@ import { AGGREGATED_COLUMNS, IN_ENERGY, MICRO_WH, QUANTITY_COLUMNS, recordTotals
 
 const IN_WINDOW = 'device_id = $1 AND NOT cleared AND start_at >= $2 AND start_at < $3';
 const num = (x: unknown): number => (x === null || x === undefined ? 0 : Number(x));
+
+export interface ReferenceBucketSum {
+  index: number;
+  energyWh: number;
+  intervals: number;
+  resets: number;
+}
+
+/**
+ * The points of an energy answer as objects, as the service built them before it wrote them as
+ * bytes (domain/energy-answer.ts): the reference its bytes must equal once stringified.
+ */
+export function referencePoints(buckets: Bucket[], sums: ReferenceBucketSum[]): Array<{ start_at: string; energy_wh: number | null; reset: boolean }> {
+  const byIndex = new Map(sums.map((s) => [s.index, s]));
+  return buckets.map((b, i) => {
+    const s = byIndex.get(i);
+    return { start_at: bucketLabel(b), energy_wh: s && s.intervals > 0 ? round6(s.energyWh) : null, reset: (s?.resets ?? 0) > 0 };
+  });
+}
 
 /** The energy answer's points and total from every raw record of the window. */
 export async function rawEnergyAnswer(db: MeterDb, deviceId: string, window: Window, width: BucketWidth, zone: string | undefined) {
@@ -29,7 +49,7 @@ export async function rawEnergyAnswer(db: MeterDb, deviceId: string, window: Win
   const total = rows.find((r) => r.b === null);
   const n = Number(total?.n ?? 0);
   return {
-    points: energyPoints(buckets, sums),
+    points: referencePoints(buckets, sums),
     total: energyTotal({ energyWh: n > 0 ? num(total?.uwh) / 1e6 : null, intervals: n, resets: Number(total?.resets ?? 0) }, buckets.length),
   };
 }

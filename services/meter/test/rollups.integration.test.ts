@@ -7,6 +7,7 @@
  */
 import fs from 'node:fs';
 import path from 'node:path';
+import { JsonBody, type HandlerResult } from '@fleet/service-kit';
 import { randomDeviceId } from '@fleet/test-kit';
 import type { BucketWidth } from '../src/domain/energy';
 import { parseRecord, type ParsedRecord } from '../src/domain/record';
@@ -17,7 +18,7 @@ import { openMeterReader } from '../src/store/prisma';
 import { clearDevice } from '../src/store/records';
 import { dayEnergyStoredAndRecomputed, rawEnergyAnswer, rawSummaryAnswer, rollupsStoredAndRecomputed } from './raw-reference';
 import { seededRandom as random } from './seeded-random';
-import { createTestDb, envelope, makeRecord, randomSid, type TestDb } from './support';
+import { bodyOf, createTestDb, envelope, makeRecord, randomSid, type TestDb } from './support';
 
 let testDb: TestDb;
 /** Answers are read as the service reads them: through its prepared reader. */
@@ -97,6 +98,13 @@ function randomWindow(rnd: () => number, fromMs: number, toMs: number, maxDays: 
   return { start: new Date(start), end: new Date(end > start ? end : start + 1) };
 }
 
+/** An energy answer's body, held to the text JSON.stringify writes of it (the service writes it as bytes). */
+function energyBody(result: HandlerResult): Record<string, unknown> {
+  const body = bodyOf(result);
+  expect(result.body instanceof JsonBody && Buffer.from(result.body.bytes).toString('utf8')).toBe(JSON.stringify(body));
+  return body;
+}
+
 const ZONES = [undefined, 'Europe/Berlin', 'Asia/Kathmandu', 'Australia/Lord_Howe', 'America/New_York'];
 
 /** Compares answers read from rollups with the raw computation over random windows. */
@@ -106,7 +114,7 @@ async function expectAnswersEqualRaw(rnd: () => number, deviceId: string, fromMs
     const zone = ZONES[Math.floor(rnd() * ZONES.length)];
     const window = randomWindow(rnd, fromMs, toMs, width === 'hour' ? 20 : 40);
     const query = { start: window.start.toISOString(), end: window.end.toISOString(), bucket: width, ...(zone ? { tz: zone } : {}) };
-    const energy = (await getEnergy(reader, envelope(deviceId, query))).body as Record<string, unknown>;
+    const energy = energyBody(await getEnergy(reader, envelope(deviceId, query)));
     const raw = await rawEnergyAnswer(testDb.db, deviceId, window, width, zone);
     expect({ query, points: energy.points, total: energy.total }).toEqual({ query, ...raw });
     const summary = (await getSummary(reader, envelope(deviceId, { start: query.start, end: query.end }))).body as Record<string, unknown>;
@@ -153,7 +161,7 @@ describe('rollups', () => {
     const rec = (seq: number, first: number, last: number) => parsed(dev, { ...makeRecord(sid, seq, t0 + seq * 3600, { dur: 900 }), e: [first, last] });
     await ingestRecords(testDb.db, [rec(0, 100, 110), rec(2, 5, 15)]); // 2 starts below 0's last reading: a reset
     const resets = async () =>
-      ((await getEnergy(reader, envelope(dev, { start: String(t0), end: String(t0 + 3 * 3600) }))).body as { points: Array<{ reset: boolean }> }).points.map((p) => p.reset);
+      (energyBody(await getEnergy(reader, envelope(dev, { start: String(t0), end: String(t0 + 3 * 3600) }))).points as Array<{ reset: boolean }>).map((p) => p.reset);
     expect(await resets()).toEqual([false, false, true]);
     // Late seq 1 ends at 4 (its counter went backwards): the reset is 1's now, and 2 follows on from it.
     await ingestRecords(testDb.db, [rec(1, 110, 4)]);
@@ -183,7 +191,7 @@ describe('rollups', () => {
     expect(dayEnergy.stored).toEqual(dayEnergy.recomputed);
     for (const zone of ['Asia/Kolkata', 'America/New_York']) {
       const window = { start: new Date((t0 + 1234) * 1000), end: new Date((t0 + 8 * 3600 - 99) * 1000) };
-      const energy = (await getEnergy(reader, envelope(dev, { start: window.start.toISOString(), end: window.end.toISOString(), bucket: 'hour', tz: zone }))).body as Record<string, unknown>;
+      const energy = energyBody(await getEnergy(reader, envelope(dev, { start: window.start.toISOString(), end: window.end.toISOString(), bucket: 'hour', tz: zone })));
       expect({ points: energy.points, total: energy.total }).toEqual(await rawEnergyAnswer(testDb.db, dev, window, 'hour', zone));
     }
   });
@@ -195,7 +203,7 @@ describe('rollups', () => {
     // Africa/Monrovia was UTC-00:44:30 until 1972-01-07: its midnights fall inside slots, read from raw records.
     for (const width of ['day', 'hour'] as const) {
       const window = { start: new Date('1971-12-21T00:00:00Z'), end: new Date(width === 'day' ? '1972-01-11T00:00:00Z' : '1972-01-10T00:00:00Z') };
-      const energy = (await getEnergy(reader, envelope(dev, { start: window.start.toISOString(), end: window.end.toISOString(), bucket: width, tz: 'Africa/Monrovia' }))).body as Record<string, unknown>;
+      const energy = energyBody(await getEnergy(reader, envelope(dev, { start: window.start.toISOString(), end: window.end.toISOString(), bucket: width, tz: 'Africa/Monrovia' })));
       const raw = await rawEnergyAnswer(testDb.db, dev, window, width, 'Africa/Monrovia');
       expect(raw.points.filter((p) => p.energy_wh !== null).length).toBeGreaterThan(5);
       expect({ points: energy.points, total: energy.total }).toEqual(raw);

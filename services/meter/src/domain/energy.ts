@@ -1,7 +1,7 @@
 import { DateTime, IANAZone } from 'luxon';
 import { ValidationError } from '@fleet/service-kit';
 import { round6 } from './record';
-import { isoOffset, isoSecondsWriter } from './iso-time';
+import { isoByteWriter, isoOffset } from './iso-time';
 import { offsetsOf, type ZoneOffsets } from './zone-offsets';
 
 /**
@@ -40,8 +40,8 @@ export interface Bucket {
   start: number;
   /** End instant (ms, exclusive). */
   end: number;
-  /** Start written in the zone with its offset. */
-  label: string;
+  /** The zone's offset at the start (minutes east of UTC); null for UTC buckets (no zone asked). */
+  offsetMin: number | null;
 }
 
 /** The buckets covering [start, end); throws 400 when 2000 or more would be needed. */
@@ -52,14 +52,13 @@ export function bucketsFor(start: Date, end: Date, width: BucketWidth, zone: str
   let cursor = DateTime.fromMillis(start.getTime(), { zone: tz }).startOf(width).toMillis();
   if (!Number.isFinite(cursor) || !Number.isFinite(endMs)) throw new ValidationError("invalid 'start': outside the supported dates");
   const offsets = zone === undefined ? UTC_OFFSETS : offsetsOf(zone);
-  const label = labeller(zone === undefined);
   while (cursor < endMs) {
     if (buckets.length >= MAX_BUCKETS - 1) {
       throw new ValidationError(`invalid range: more than ${MAX_BUCKETS - 1} ${width} buckets; ${width === 'hour' ? "use bucket 'day' or " : ''}narrow 'start' and 'end'`);
     }
     const next = nextBoundary(cursor, width, offsets, tz);
     if (!(next > cursor)) throw new ValidationError("invalid 'end': outside the supported dates");
-    buckets.push({ start: cursor, end: next, label: label(cursor, offsets.at(cursor)) });
+    buckets.push({ start: cursor, end: next, offsetMin: zone === undefined ? null : offsets.at(cursor) });
     cursor = next;
   }
   return buckets;
@@ -88,34 +87,32 @@ function nextBoundary(at: number, width: BucketWidth, offsets: ZoneOffsets, tz: 
 }
 
 /**
- * Writes bucket starts in local time with their offset (`Z` for UTC buckets): the local time is
- * the instant shifted by the offset, written as UTC to the second.
+ * A writer of bucket labels into bytes (an answer writes up to 1999): the start in local time
+ * with its offset, `Z` for UTC buckets. The local time is the instant shifted by the offset,
+ * written as UTC to the second. Returns the index past the label.
  */
-function labeller(utc: boolean): (at: number, offsetMin: number) => string {
-  const iso = isoSecondsWriter();
-  let offset = Number.NaN;
-  let suffix = utc ? 'Z' : '';
-  return (at, offsetMin) => {
-    if (!utc && offsetMin !== offset) {
-      offset = offsetMin;
-      suffix = isoOffset(offsetMin);
+export function labelWriter(): (bucket: Bucket, out: Uint8Array, at: number) => number {
+  const iso = isoByteWriter(true);
+  let offset: number | null | undefined;
+  let suffix = Buffer.alloc(0);
+  return (bucket, out, at) => {
+    if (bucket.offsetMin !== offset) {
+      offset = bucket.offsetMin;
+      suffix = Buffer.from(offset === null ? 'Z' : isoOffset(offset), 'latin1');
     }
-    return `${iso(at + offsetMin * 60_000)}${suffix}`;
+    let o = iso(bucket.start + (offset ?? 0) * 60_000, out, at);
+    for (let k = 0; k < suffix.length; k += 1) out[o++] = suffix[k] as number;
+    return o;
   };
 }
 
-/** Per-bucket sums as the store returns them: bucket index, Wh, counter records, resets. */
-export interface BucketSum {
-  index: number;
-  energyWh: number;
-  intervals: number;
-  resets: number;
-}
+/** Bytes a label takes at most: a six-digit year with its sign, the time, an offset. */
+export const LABEL_BYTES = 32;
 
-export interface EnergyPoint {
-  start_at: string;
-  energy_wh: number | null;
-  reset: boolean;
+/** A bucket's label as text (`start_at` of its point). */
+export function bucketLabel(bucket: Bucket): string {
+  const out = Buffer.alloc(LABEL_BYTES);
+  return out.toString('latin1', 0, labelWriter()(bucket, out, 0));
 }
 
 export interface EnergyTotal {
@@ -123,15 +120,6 @@ export interface EnergyTotal {
   resets: number;
   intervals: number;
   buckets: number;
-}
-
-/** Points for every bucket (energy null where no record carried a counter reading). */
-export function energyPoints(buckets: Bucket[], sums: BucketSum[]): EnergyPoint[] {
-  const byIndex = new Map(sums.map((s) => [s.index, s]));
-  return buckets.map((b, i) => {
-    const s = byIndex.get(i);
-    return { start_at: b.label, energy_wh: s && s.intervals > 0 ? round6(s.energyWh) : null, reset: (s?.resets ?? 0) > 0 };
-  });
 }
 
 /** The total over the window: null, not zero, when no record carried a counter reading. */

@@ -22,22 +22,6 @@ function datePart(day: number): string {
   return `${String(y).padStart(4, '0')}-${two(m)}-${two(d)}T`;
 }
 
-/** A writer of `YYYY-MM-DDTHH:MM:SS` (toISOString to the second, without `.mmmZ`) that remembers its last day. */
-export function isoSecondsWriter(): (ms: number) => string {
-  let day = Number.NaN;
-  let date = '';
-  return (ms) => {
-    const d = Math.floor(ms / DAY_MS);
-    if (d !== day) {
-      day = d;
-      date = datePart(d);
-    }
-    const inDay = ms - d * DAY_MS;
-    const s = Math.floor(inDay / 1000);
-    return `${date}${two(Math.floor(s / 3600))}:${two(Math.floor(s / 60) % 60)}:${two(s % 60)}`;
-  };
-}
-
 /** Offset minutes as ISO 8601 `±HH:MM`. */
 export function isoOffset(offsetMin: number): string {
   const abs = Math.abs(offsetMin);
@@ -45,11 +29,12 @@ export function isoOffset(offsetMin: number): string {
 }
 
 /**
- * As toISOString, into bytes, remembering its last day: writes `YYYY-MM-DDTHH:MM:SS.mmmZ` into `out` at `at` and
- * returns the index past it. A page of records writes two instants a record; as strings they
- * were most of what a page allocated.
+ * As toISOString, into bytes, remembering its last day: writes `YYYY-MM-DDTHH:MM:SS.mmmZ` (or,
+ * with `toSeconds`, `YYYY-MM-DDTHH:MM:SS` alone) into `out` at `at` and returns the index past it.
+ * A page of records writes two instants a record, an energy answer one a point; as strings they
+ * were most of what those answers allocated.
  */
-export function isoByteWriter(): (ms: number, out: Uint8Array, at: number) => number {
+export function isoByteWriter(toSeconds = false): (ms: number, out: Uint8Array, at: number) => number {
   let day = Number.NaN;
   let date: Uint8Array = new Uint8Array(0);
   return (ms, out, at) => {
@@ -67,6 +52,7 @@ export function isoByteWriter(): (ms: number, out: Uint8Array, at: number) => nu
     o = twoDigits(out, o, Math.floor(s / 60) % 60);
     out[o++] = 0x3a;
     o = twoDigits(out, o, s % 60);
+    if (toSeconds) return o;
     out[o++] = 0x2e;
     const milli = inDay % 1000;
     out[o++] = 0x30 + Math.floor(milli / 100);

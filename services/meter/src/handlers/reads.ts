@@ -1,6 +1,7 @@
 import type { RequestEnvelope } from '@fleet/contracts';
 import { JsonBody, NotFoundError, ValidationError, type HandlerResult } from '@fleet/service-kit';
-import { bucketsFor, energyPoints, energyTotal, parseBucket, parseZone } from '../domain/energy';
+import { bucketsFor, energyTotal, parseBucket, parseZone } from '../domain/energy';
+import { writeEnergyAnswer } from '../domain/energy-answer';
 import { encodeCursor, planIntervals, resolveWindow, SUMMARY_RANGE_CAP_MS, type StartKey } from '../domain/query';
 import { writeRecordPage } from '../domain/record-page';
 import { finishQuantity, QUANTITIES } from '../domain/summary';
@@ -95,13 +96,8 @@ export async function getEnergy(db: MeterReader, req: RequestEnvelope, now = new
   const buckets = bucketsFor(window.start, window.end, bucket, tz);
   const boundaries = [...buckets.map((b) => b.start), (buckets.at(-1) as { end: number }).end];
   const { buckets: sums, total } = await energyByBucket(db, deviceId, window, boundaries);
-  const body: Record<string, unknown> = {
-    device_id: deviceId,
-    bucket,
-    window: { start: window.start.toISOString(), end: window.end.toISOString() },
-    points: energyPoints(buckets, sums),
-    total: energyTotal(total, buckets.length),
-  };
-  if (tz) body.tz = tz;
-  return { body };
+  const before = { device_id: deviceId, bucket, window: { start: window.start.toISOString(), end: window.end.toISOString() } };
+  const after: Record<string, unknown> = { total: energyTotal(total, buckets.length) };
+  if (tz) after.tz = tz;
+  return { body: JsonBody.ofBytes(writeEnergyAnswer(before, buckets, sums, after)) };
 }

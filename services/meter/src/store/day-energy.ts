@@ -143,29 +143,66 @@ export async function readEdgeSums(db: MeterReader, deviceId: string, edges: rea
   const keyOf = (dayS: number, slot: number): number => ((dayS - firstDay) / DAY_S) * (WHOLE_DAY + 1) + slot;
   const found = new Map<number, EnergyCount>();
   const days: EdgeSums['days'] = [];
-  for (const { keys: [dayS = 0, slot = 0], sums } of entriesOf(row?.entries ?? null, 2)) {
+  forEachEntry(row?.entries ?? null, 2, (dayS, slot, sums) => {
     found.set(keyOf(dayS, slot), sums);
     if (slot === WHOLE_DAY) days.push({ dayS, total: sums });
-  }
+  });
   days.sort((a, b) => a.dayS - b.dayS);
   const inDay = edges.map((e) => found.get(keyOf(e.dayS, e.slots)) ?? NO_ENERGY);
-  const raw = new Map(entriesOf(row?.raw ?? null, 1).map(({ keys: [k = 0], sums }) => [k, sums]));
+  const raw = new Map<number, EnergyCount>();
+  forEachEntry(row?.raw ?? null, 1, (k, _, sums) => raw.set(k, sums));
   return { days, inDay, raw };
 }
 
 /**
- * The entries of a list as read: `keyCount` whole numbers (a day and a slot, or an edge index),
- * then the sums; micro-watt-hours are whole numbers (every record's are rounded to them). One
- * split of the whole text (thousands of entries for hour buckets), then a stride per entry.
+ * Calls `each` with the entries of a list as read: `keyCount` whole numbers (a day and a slot, or
+ * an edge index; the second key is 0 when there is one), then the sums; micro-watt-hours are
+ * whole numbers (every record's are rounded to them). Read character by character: split into
+ * strings, the thousands of entries of hour buckets cost the meter more than its statement did.
  */
-function entriesOf(text: string | null, keyCount: 1 | 2): Array<{ keys: number[]; sums: EnergyCount }> {
-  if (!text) return [];
-  const f = text.split(/[;,]/);
-  const width = keyCount + 3;
-  const entries: Array<{ keys: number[]; sums: EnergyCount }> = [];
-  for (let i = 0; i < f.length; i += width) {
-    const keys = keyCount === 2 ? [Number(f[i]), Number(f[i + 1])] : [Number(f[i])];
-    entries.push({ keys, sums: { uwh: BigInt(f[i + keyCount] as string), n: Number(f[i + keyCount + 1]), resets: Number(f[i + keyCount + 2]) } });
+export function forEachEntry(text: string | null, keyCount: 1 | 2, each: (key0: number, key1: number, sums: EnergyCount) => void): void {
+  if (!text) return;
+  const list = new ListReader(text);
+  while (!list.done()) {
+    const key0 = list.integer();
+    const key1 = keyCount === 2 ? list.integer() : 0;
+    const uwh = list.bigInteger();
+    const n = list.integer();
+    each(key0, key1, { uwh, n, resets: list.integer() });
   }
-  return entries;
+}
+
+/** Whole numbers separated by one character each (`,` or `;`), read in turn. */
+class ListReader {
+  private i = 0;
+  /** Where the text of the number read last begins (its sign included). */
+  private from = 0;
+
+  constructor(private readonly text: string) {}
+
+  done(): boolean {
+    return this.i >= this.text.length;
+  }
+
+  /** Exact at any size: through a number up to fifteen characters (exact below 2^53), else the digits. */
+  bigInteger(): bigint {
+    const value = this.integer();
+    const to = this.i - 1;
+    return to - this.from <= 15 ? BigInt(value) : BigInt(this.text.slice(this.from, to));
+  }
+
+  /** The number at the reading position; moves past it and its separator. */
+  integer(): number {
+    const { text } = this;
+    let i = this.i;
+    this.from = i;
+    const negative = text.charCodeAt(i) === 0x2d;
+    if (negative) i += 1;
+    const digitsFrom = i;
+    let value = 0;
+    for (let c = text.charCodeAt(i); c >= 0x30 && c <= 0x39; c = text.charCodeAt(++i)) value = value * 10 + (c - 0x30);
+    if (i === digitsFrom) throw new Error(`energy sums list is not whole numbers (at character ${i})`);
+    this.i = i + 1;
+    return negative ? -value : value;
+  }
 }

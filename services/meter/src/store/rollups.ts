@@ -1,4 +1,4 @@
-import { bucketEdges, bucketsFromEdges } from '../domain/day-energy';
+import { bucketEdges, bucketsFromEdges, type BucketEnergy } from '../domain/day-energy';
 import type { Window } from '../domain/query';
 import { ROLLUP_SPANS_S, rollupReadPlan, type RollupReadPlan } from '../domain/rollup-plan';
 import { QUANTITIES, type Quantity, type QuantityAcc } from '../domain/summary';
@@ -110,7 +110,8 @@ export async function summarySums(db: MeterReader, deviceId: string, window: Win
 }
 
 export interface BucketSums {
-  buckets: Array<{ index: number; energyWh: number; intervals: number; resets: number }>;
+  /** The buckets with energy, by ascending index. */
+  buckets: BucketEnergy[];
   total: EnergySum;
 }
 
@@ -124,7 +125,7 @@ export async function energyByBucket(db: MeterReader, deviceId: string, window: 
   const edges = bucketEdges(window.start.getTime(), window.end.getTime(), boundariesMs);
   const { buckets, total } = bucketsFromEdges(edges, await readEdgeSums(db, deviceId, edges));
   return {
-    buckets: buckets.map(({ index, energy }) => ({ index, energyWh: Number(energy.uwh) / 1e6, intervals: energy.n, resets: energy.resets })),
+    buckets,
     total: { energyWh: total.n > 0 ? Number(total.uwh) / 1e6 : null, intervals: total.n, resets: total.resets },
   };
 }
