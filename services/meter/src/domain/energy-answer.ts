@@ -7,8 +7,8 @@ import { round6 } from './record';
  * An energy answer's body written as bytes (AnswerWriter): its points, up to 1999 of them, go
  * straight into the answer; the few other members go through JSON.stringify. The bytes are those
  * JSON.stringify writes of the points as objects (test/energy-answer.test.ts holds it to that),
- * for about a third of the CPU and without three objects and a string per point (bench/README.md,
- * meter). Pure.
+ * for about half the CPU and without an object, a label string and a number's text per point
+ * (bench/README.md, meter). Pure.
  *
  * A point is `{"start_at": <the bucket's label>, "energy_wh": <Wh or null>, "reset": <bool>}`:
  * energy null where no record of the bucket carried a counter reading, reset true where one was
