@@ -15,7 +15,8 @@ import v8 from 'node:v8';
  *   objects per answer (the gateway relaying a page, the meter writing one straight from
  *   Postgres' text) fills its young generation slowly, while each answer's buffers, freed by any
  *   collection, pile up until a full one comes; collecting the young generation sooner frees
- *   them at a fraction of the cost (gateway 5, meter 20: its energy answers allocate more).
+ *   them at a fraction of the cost (gateway 5; meter 20, chosen while its energy answers built an
+ *   object per point: bench/README.md, meter, has 5 measured since they are written as bytes).
  *
  * 0 leaves V8's own value. Both are read at every collection, so setting them at start-up takes
  * effect (unlike the young generation's size, fixed when the process starts).

@@ -50,8 +50,8 @@ class EnergyAnswerWriter extends AnswerWriter {
       this.o = this.label(buckets[i] as Bucket, this.out, this.o);
       this.copy(POINT.energy);
       // Sums come in bucket order; a bucket without one has no record with energy.
-      while (next < sums.length && (sums[next] as BucketEnergy).index < i) next += 1;
-      const sum = next < sums.length && (sums[next] as BucketEnergy).index === i ? (sums[next] as BucketEnergy).energy : null;
+      while ((sums[next]?.index ?? i) < i) next += 1;
+      const sum = sums[next]?.index === i ? (sums[next] as BucketEnergy).energy : null;
       if (sum && sum.n > 0) this.wattHours(sum.uwh);
       else this.copy(POINT.null);
       this.copy(POINT.reset);
