@@ -4,7 +4,7 @@ import type { DeviceOptions } from './device-types';
 /** What the device hears from its connection; only the current client's events reach it. */
 export interface ConnectionEvents {
   connected(sessionPresent: boolean): void;
-  /** The socket closed (the client reconnects on its own unless reconnecting is off). */
+  /** The socket the session was on closed (the client reconnects on its own unless reconnecting is off). */
   closed(): void;
   /** The first attempt failed: the connection is already ended. */
   refused(err: Error): void;
@@ -70,14 +70,18 @@ export class DeviceConnection {
       };
       client.on('connect', (connack) => {
         if (this.client !== client) return;
+        // mqtt.js relays the close of every socket it opened as the client's `close`, a socket
+        // it has already replaced included; only the close of the socket this session runs on
+        // means the link went down.
+        const stream = client.stream;
+        stream.once('close', () => {
+          if (this.client === client && client.stream === stream) this.events.closed();
+        });
         this.events.connected(connack.sessionPresent);
         if (first) {
           first = false;
           resolve();
         }
-      });
-      client.on('close', () => {
-        if (this.client === client) this.events.closed();
       });
       client.on('error', (err) => {
         if (this.client !== client) return;
