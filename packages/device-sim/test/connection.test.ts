@@ -3,7 +3,7 @@ import { randomDeviceId, waitFor } from '@fleet/test-kit';
 import { DeviceConnection, type ConnectionEvents } from '../src/connection';
 import { BROKER } from './helpers';
 
-/** A connection whose events are counted, reconnecting slowly enough that a test sees each step. */
+/** A connection whose events are counted. */
 function counted(): { connection: DeviceConnection; seen: { connected: number; closed: number } } {
   const seen = { connected: 0, closed: 0 };
   const events: ConnectionEvents = {
@@ -20,6 +20,7 @@ function clientOf(connection: DeviceConnection): MqttClient {
   return (connection as unknown as { client: MqttClient }).client;
 }
 
+// Each client waits a minute before reconnecting on its own: longer than any of these tests.
 describe('DeviceConnection', () => {
   it('reports the link down when the socket its session runs on closes', async () => {
     const { connection, seen } = counted();
