@@ -53,6 +53,7 @@ function stat(center, spread, swing, digits, ceiling = Infinity) {
   const avg = center + (Math.random() - 0.5) * spread;
   return [round(avg), round(Math.max(0, avg - Math.random() * swing)), round(avg + Math.random() * swing)];
 }
+const tenths = (x) => Math.round(x * 10) / 10;
 const deviceSim = () => require(path.join(ROOT, 'packages', 'device-sim', 'dist'));
 
 function percentiles(samples) {
@@ -185,6 +186,7 @@ async function run(ctx) {
   const js = nc.jetstream();
   const yearStart = Date.UTC(2025, 0, 1) / 1000;
   const sid = crypto.randomBytes(4).toString('hex');
+  // The meter's energy register as a meter sends it: watt-hours to one decimal.
   let counter = 1000;
   for (let i = 0; i < YEAR_RECORDS; i += 1000) {
     const batch = [];
@@ -193,9 +195,9 @@ async function run(ctx) {
       const record = {
         sid, seq, start: yearStart + seq * 900, clock: 'synced', dur: 900, n: 900, err: 0,
         v: stat(230, 3, 4, 1), i: stat(1.2, 0.8, 1.5, 3), p: stat(276, 180, 350, 1), f: stat(50, 0.03, 0.08, 2), pf: stat(0.95, 0.03, 0.04, 3, 1),
-        e: [counter, counter + used], ct: 1, alarms: 0, partial: false,
+        e: [counter, tenths(counter + used)], ct: 1, alarms: 0, partial: false,
       };
-      counter += used + 0.3;
+      counter = tenths(counter + used + 0.3);
       const h = natsHeaders();
       h.set('Mqtt-Topic', `meter/${yearMeter}/iv`);
       h.set('Received-At', new Date().toISOString());
