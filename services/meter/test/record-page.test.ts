@@ -103,6 +103,32 @@ it('writes anew what Postgres writes in another notation: exponents and negative
   expect(written(text)).toBe(referencePage(text, 1000));
 });
 
+it('writes counter readings of one CT turn as they came only where that is their rounding to the µWh', () => {
+  // Copied as they came: plain decimals of up to nine integer digits and six decimals.
+  const plain = [0, 1303.9, -42.5, 0.0001, 123456.789012, 999999999.999999, -999999999.000001];
+  // Worked out anew: too many decimals or digits to be their own rounding, an exponent, a negative zero.
+  const anew = [12.3456785, 0.1234567, 1303.8999999999999, 4359865271.595285, 1e9 + 0.5, 1e-6, -4e-7, -0, 1e15, 5e-324];
+  const records = [...plain, ...anew].flatMap((x, k) => [
+    recordArray({ arrival_seq: 2 * k, ct_turns: 1, e_first_raw: x, e_last_raw: -x }),
+    recordArray({ arrival_seq: 2 * k + 1, ct_turns: null, e_first_raw: x, e_last_raw: x }),
+  ]);
+  const text = pageText(records, postgresNumber);
+  expect(written(text)).toBe(referencePage(text, 1000));
+  const firsts = (JSON.parse(written(text)) as Array<{ energy_wh: { first: number } }>).map((r) => r.energy_wh.first);
+  expect(firsts.slice(0, 2 * plain.length)).toEqual(plain.flatMap((x) => [x, x]));
+  expect(firsts[2 * plain.length]).toBe(12.345679);
+});
+
+it('matches the reference for counter readings of one CT turn over randomized decimals (seeded)', () => {
+  const seed = 20261130;
+  const random = seededRandom(seed);
+  // Up to ten integer digits and eight decimals, so both sides of the copied range are drawn.
+  const decimal = (): number => Number(((random() - 0.2) * 10 ** Math.floor(random() * 11)).toFixed(Math.floor(random() * 9)));
+  const records = Array.from({ length: 5000 }, (_, k) => recordArray({ arrival_seq: k, ct_turns: 1, e_first_raw: decimal(), e_last_raw: decimal() }));
+  const text = pageText(records, postgresNumber);
+  expect({ seed, page: written(text, 5000) }).toEqual({ seed, page: referencePage(text, 5000) });
+});
+
 it('copies strings as Postgres escaped them, byte for byte the same as JSON.stringify', () => {
   const text = pageText([recordArray({ sid: 'a"b\\c\u0001\n', time_quality: 'zeit-é-✓', quarantine_reason: '\u2028 tab\t' })]);
   expect(written(text)).toBe(referencePage(text, 1000));

@@ -223,10 +223,43 @@ class PageWriter extends AnswerWriter {
     }
     const ct = this.isNull(FIELD_AT.ct_turns) ? 1 : this.integer(FIELD_AT.ct_turns);
     this.copy(KEY.first);
-    this.text(noFirst ? 'null' : numberText(round6(this.number(FIELD_AT.e_first_raw) / ct)));
+    this.reading(FIELD_AT.e_first_raw, ct);
     this.copy(KEY.last);
-    this.text(noLast ? 'null' : numberText(round6(this.number(FIELD_AT.e_last_raw) / ct)));
+    this.reading(FIELD_AT.e_last_raw, ct);
     this.byte(BRACE_CLOSE);
+  }
+
+  /**
+   * One counter reading (or null): raw over CT turns, rounded to the µWh. With one turn, a reading
+   * Postgres wrote as a plain decimal of at most nine integer digits and six decimals is its own
+   * rounding (below 1e9 a µWh count stays exact in a double), and it is written as it came, as
+   * numberToken writes a measured value; anything else is worked out anew.
+   */
+  private reading(f: number, ct: number): void {
+    if (this.isNull(f)) this.copy(KEY.null);
+    else if (ct === 1 && this.isPlainMicroDecimal(f)) this.token(f);
+    else this.text(numberText(round6(this.number(f) / ct)));
+  }
+
+  /** True for text such as `-123.456789`: no exponent, at most 9 + 6 digits, never a negative zero. */
+  private isPlainMicroDecimal(f: number): boolean {
+    const { src } = this;
+    const e = this.endOf(f);
+    const s = this.startOf(f);
+    const negative = src[s] === 0x2d;
+    let whole = 0;
+    let decimals = -1;
+    let nonZero = false;
+    for (let k = negative ? s + 1 : s; k < e; k += 1) {
+      const c = src[k] as number;
+      if (c === 0x2e && decimals < 0) decimals = 0;
+      else if (c >= 0x30 && c <= 0x39) {
+        if (decimals < 0) whole += 1;
+        else decimals += 1;
+        if (c !== 0x30) nonZero = true;
+      } else return false;
+    }
+    return whole >= 1 && whole <= 9 && decimals !== 0 && decimals <= 6 && (nonZero || !negative);
   }
 
   private key(): RecordKey {
