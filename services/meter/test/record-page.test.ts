@@ -103,7 +103,7 @@ it('writes anew what Postgres writes in another notation: exponents and negative
   expect(written(text)).toBe(referencePage(text, 1000));
 });
 
-it('writes counter readings of one CT turn as they came only where that is their rounding to the µWh', () => {
+it('writes counter readings of one CT turn as the reference does, on both sides of the range copied as it came', () => {
   // Copied as they came: plain decimals of up to nine integer digits and six decimals.
   const plain = [0, 1303.9, -42.5, 0.0001, 123456.789012, 999999999.999999, -999999999.000001];
   // Worked out anew: too many decimals or digits to be their own rounding, an exponent, a negative zero.
