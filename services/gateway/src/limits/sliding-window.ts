@@ -47,7 +47,9 @@ local mode = ARGV[1]
 local suffix = ARGV[2]
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
-local function fmt(x) return string.format('%.0f', x) end
+-- Scores are whole microseconds (below 2^63): '%d' writes them exactly, with none of the
+-- floating-point formatting '%.0f' costs; numbers are handed to redis.call as text for the same reason.
+local function fmt(x) return string.format('%d', x) end
 local n = #KEYS
 local limits, wins, winMs, floors, counts, refused, stages = {}, {}, {}, {}, {}, {}, {}
 local all = true
@@ -76,19 +78,27 @@ if mode == 'hit' then
   local upTo = 0
   while stages[n] ~= nil and upTo < stages[n] and not stageRefused[upTo + 1] do upTo = upTo + 1 end
   if upTo > 0 then
-    member = fmt(now) .. '-' .. suffix
+    local score = fmt(now)
+    member = score .. '-' .. suffix
     for i = 1, n do
       if stages[i] <= upTo then
-        redis.call('ZADD', KEYS[i], fmt(now), member)
-        redis.call('PEXPIRE', KEYS[i], winMs[i])
+        redis.call('ZADD', KEYS[i], score, member)
+        redis.call('PEXPIRE', KEYS[i], ARGV[1 + 3 * i])
         counts[i] = counts[i] + 1
       end
     end
   end
 end
--- seconds (ceil, >= 1) until the in-window event at 0-based position idx (oldest first) leaves
+-- seconds (ceil, >= 1) until the in-window event at 0-based position idx (oldest first) leaves;
+-- a hit has already removed every event outside the window, so there the position is the rank
 local function leaves(i, idx)
-  local r = redis.call('ZRANGEBYSCORE', KEYS[i], '(' .. fmt(floors[i]), '+inf', 'WITHSCORES', 'LIMIT', idx, 1)
+  local r
+  if mode == 'hit' then
+    local at = fmt(idx)
+    r = redis.call('ZRANGE', KEYS[i], at, at, 'WITHSCORES')
+  else
+    r = redis.call('ZRANGEBYSCORE', KEYS[i], '(' .. fmt(floors[i]), '+inf', 'WITHSCORES', 'LIMIT', fmt(idx), '1')
+  end
   if r[2] == nil then return math.max(1, math.ceil(wins[i] / 1000000)) end
   return math.max(1, math.ceil((tonumber(r[2]) + wins[i] - now) / 1000000))
 end
