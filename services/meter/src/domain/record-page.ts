@@ -11,9 +11,10 @@ import { FIELD_AT, RECORD_FIELDS, type RecordKey } from './view';
  * Postgres already wrote every number as its shortest exact text, the same digits JSON.stringify
  * writes, so a number is copied as it came; only what the two write differently (an exponent,
  * negative zero) goes through a JS number, and the counter readings, which are divided by the CT
- * turns and rounded to the µWh (unless that leaves them as they are). Parsing a 1000-record page into arrays, building a
- * view object per record and serializing them again cost the meter about three times as much CPU
- * and left some 50,000 short-lived objects per page to collect (bench/README.md, meter).
+ * turns and rounded to the µWh (unless that leaves them as they are). Parsing a 1000-record page
+ * into arrays, building a view object per record and serializing them again cost the meter about
+ * three times as much CPU and left some 50,000 short-lived objects per page to collect
+ * (bench/README.md, meter).
  */
 
 /** What a written page holds: how many records, whether more followed, the last record's key. */
