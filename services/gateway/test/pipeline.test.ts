@@ -331,6 +331,19 @@ describe('idempotency', () => {
     expect(fresh.status).toBe(403);
   });
 
+  it('checks the permission before the key: 403, not a refusal of the key, for a request that is no replay', async () => {
+    const q = await gw.partner(['--permissions', 'raw_commands']);
+    const headers = { 'Idempotency-Key': `k-${uniqueId()}` };
+    expect((await call(gw.url, 'POST', '/v1/things/abc', { key: q.key, body: { name: 'x' }, headers })).status).toBe(201);
+    await gw.admin('partner', 'update', '--id', q.id, '--permissions', 'state_read');
+    const reused = await call(gw.url, 'POST', '/v1/things/abc', { key: q.key, body: { name: 'y' }, headers });
+    expect([reused.status, reused.body.required_permission]).toEqual([403, 'raw_commands']);
+    const malformed = await call(gw.url, 'POST', '/v1/things/abc', { key: q.key, body: { name: 'x' }, headers: { 'Idempotency-Key': 'has space' } });
+    expect([malformed.status, malformed.body.required_permission]).toEqual([403, 'raw_commands']);
+    // A replay of the first request still answers as it did.
+    expect((await call(gw.url, 'POST', '/v1/things/abc', { key: q.key, body: { name: 'x' }, headers })).status).toBe(201);
+  });
+
   it('refuses a malformed Idempotency-Key with 400', async () => {
     for (const bad of ['has space', 'x'.repeat(256), 'tab\there']) {
       const res = await call(gw.url, 'POST', '/v1/things/abc', { key: p.key, body: { name: 'x' }, headers: { 'Idempotency-Key': bad } });

@@ -97,6 +97,28 @@ describe('tiers', () => {
     expect((await put(destructive.key, 'mqttPort')).status).toBe(202);
   });
 
+  it('names the permission the request’s own tier needs, before its media type and body are looked at', async () => {
+    const id = device();
+    const none = await gw.partner(['--permissions', 'system_read', '--access-all-devices']);
+    const control = await gw.partner(['--permissions', 'system_control', '--access-all-devices']);
+    const post = (key: string, body: unknown) => call(gw.url, 'POST', `/v1/devices/${id}/system/commands`, { key, body });
+    const put = (key: string, name: string, body: unknown, headers?: Record<string, string>) =>
+      call(gw.url, 'PUT', `/v1/devices/${id}/system/settings/${name}`, { key, body, ...(headers ? { headers } : {}) });
+    sent.length = 0;
+    expect((await post(none.key, { command: 'factory_reset', confirm: id })).body).toMatchObject({ code: 'forbidden', required_permission: 'system_destructive' });
+    expect((await put(none.key, 'mqttUser', { value: 'u', confirm: id })).body).toMatchObject({ code: 'forbidden', required_permission: 'system_destructive' });
+    expect((await put(none.key, 'volume', { value: 1 })).body).toMatchObject({ code: 'forbidden', required_permission: 'system_control' });
+    // A body the route would refuse (a missing value, a mistyped confirm, not JSON) still gets the 403 first.
+    expect((await put(control.key, 'mqttPass', { confirm: id })).body).toMatchObject({ code: 'forbidden', required_permission: 'system_destructive' });
+    expect((await post(control.key, { command: 'factory_reset', confirm: 7 })).body).toMatchObject({ code: 'forbidden', required_permission: 'system_destructive' });
+    const notJson = await put(control.key, 'tlsMode', 'value=1', { 'Content-Type': 'text/plain' });
+    expect([notJson.status, notJson.body.required_permission]).toEqual([403, 'system_destructive']);
+    expect(sent).toEqual([]);
+    // With the tier held, the body's own refusals come next.
+    expect((await put(control.key, 'volume', 'value=1', { 'Content-Type': 'text/plain' })).status).toBe(415);
+    expect((await put(control.key, 'volume', { confirm: id })).body.code).toBe('validation_error');
+  });
+
   it('spends destructive requests from the hourly ceiling; one refused by the owner is refunded', async () => {
     const id = device();
     const p = await gw.partner(['--permissions', 'system_control,system_destructive', '--access-all-devices']);

@@ -1,6 +1,6 @@
 import type { Request, Response } from 'express';
-import type { DeviceSummary, Permission, Principal } from '@fleet/contracts';
-import { ApiError, ForbiddenError, JsonBody, NotFoundError, RateLimitedError, ServiceUnavailableError, UnauthorizedError, ValidationError, fromEnvelopeError, warnIfFails, type Bus, type Logger } from '@fleet/service-kit';
+import type { DeviceSummary, Principal } from '@fleet/contracts';
+import { ApiError, JsonBody, NotFoundError, RateLimitedError, ServiceUnavailableError, UnauthorizedError, ValidationError, fromEnvelopeError, warnIfFails, type Bus, type Logger } from '@fleet/service-kit';
 import { bearerToken, type Authenticator } from '../auth/authenticator';
 import { accountBody } from '../handlers/account';
 import { isValidIdempotencyKey, requestFingerprint, type BeginResult, type IdempotencyStore, type StoredResponse } from '../idempotency';
@@ -8,6 +8,7 @@ import { rateLimitHeaders, requestWindowFor, windowsFor, type HitResult, type Li
 import type { ScopeResolver } from '../scope/scope-resolver';
 import { routeId, type RouteDef } from '../routes/types';
 import { MAX_BODY_DEPTH, readJsonBody, withinDepth, type RequestValidator } from './request-validation';
+import { checkAccess, checkPermission } from './access';
 import { countRefusal } from './request-metrics';
 import { relayUpload } from './upload';
 import { sendJson } from './answer-encoding';
@@ -86,6 +87,7 @@ export function apiPipeline(deps: PipelineDeps) {
     if (idempotencyKey !== undefined) {
       if (!isValidIdempotencyKey(idempotencyKey)) {
         await spend.requestWindow();
+        checkAccess(route, principal, params, rawBody);
         throw new ValidationError("invalid 'Idempotency-Key': 1 to 255 printable ASCII characters");
       }
       const scope = `${principal.partner_id}:${routeId(route)}`;
@@ -95,6 +97,8 @@ export function apiPipeline(deps: PipelineDeps) {
         await writeOutcome(req, res, route, begun.response, true);
         return;
       }
+      // Only a replay skips the permission check; a refusal of the key comes after it.
+      if (begun.kind !== 'started') checkAccess(route, principal, params, rawBody);
       if (begun.kind === 'in_progress') {
         throw new ApiError(409, 'idempotency_in_progress', 'A request with this Idempotency-Key is still running.', { retryAfter: begun.retryAfterSeconds });
       }
@@ -263,14 +267,12 @@ async function runRoute(
   requestId: string,
   spend: RequestSpend,
 ): Promise<Outcome> {
-  checkPermission(route, principal);
+  checkAccess(route, principal, params, rawBody);
   const body = readJsonBody(route, req.get('Content-Type'), rawBody);
   const query = { ...(req.query as Record<string, unknown>) };
   deps.validator.check(route, { params, query, body });
+  // The tier's permission was checked first (checkAccess); here it sets what the request spends.
   const tier = route.tierOf?.({ params, body });
-  if (tier && !principal.permissions.includes(tier.permission)) {
-    throw new ForbiddenError(`This request needs the '${tier.permission}' permission.`, 'forbidden', tier.permission);
-  }
 
   let device: DeviceSummary | undefined;
   if (route.device && !route.device.ownerResolves) {
@@ -334,16 +336,6 @@ interface Spent {
 
 async function refund(deps: PipelineDeps, spent: Spent, requestId: string): Promise<void> {
   await deps.limiter.refund(spent.windows, spent.receipt).catch(warnIfFails(deps.logger, 'refunding the limit windows', { request_id: requestId }));
-}
-
-/** The route's permission; with a list, any one of them (the 403 names the first). */
-export function checkPermission(route: RouteDef, principal: Principal): void {
-  if (route.permission === null) return;
-  const admitting = typeof route.permission === 'string' ? [route.permission] : route.permission;
-  if (admitting.some((p) => principal.permissions.includes(p))) return;
-  const first = admitting[0] as Permission;
-  const text = admitting.length === 1 ? `the '${first}' permission` : `one of the permissions ${admitting.map((p) => `'${p}'`).join(', ')}`;
-  throw new ForbiddenError(`This route needs ${text}.`, 'forbidden', first);
 }
 
 function limitWindows(deps: PipelineDeps, limits: LimitClass[], principal: Principal, device?: DeviceSummary): WindowSpec[] {

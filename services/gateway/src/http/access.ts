@@ -1,0 +1,40 @@
+import type { Permission, Principal } from '@fleet/contracts';
+import { ForbiddenError } from '@fleet/service-kit';
+import type { RouteDef } from '../routes/types';
+
+/** The route's permission; with a list, any one of them (the 403 names the first). */
+export function checkPermission(route: RouteDef, principal: Principal): void {
+  if (route.permission === null) return;
+  const admitting = typeof route.permission === 'string' ? [route.permission] : route.permission;
+  if (admitting.some((p) => principal.permissions.includes(p))) return;
+  const first = admitting[0] as Permission;
+  const text = admitting.length === 1 ? `the '${first}' permission` : `one of the permissions ${admitting.map((p) => `'${p}'`).join(', ')}`;
+  throw new ForbiddenError(`This route needs ${text}.`, 'forbidden', first);
+}
+
+/**
+ * Whether the principal may make this request, checked ahead of every other check of it (the
+ * spec: permissions are checked before the rest of the request; only an idempotent replay is
+ * not checked again). A tiered route (`tierOf`) needs the permission of the request's own tier,
+ * read from the path or, when the body reads as JSON, from the body; its 403 names that
+ * permission, so granting what the answer names is what lets the request through. Where no tier
+ * can be read yet (no JSON body, an unknown verb), any of the route's permissions admits the
+ * request to the checks that refuse such a body.
+ */
+export function checkAccess(route: RouteDef, principal: Principal, params: Record<string, string>, rawBody: Buffer): void {
+  const tier = route.tierOf?.({ params, body: bodyIfJson(rawBody) });
+  if (!tier) return checkPermission(route, principal);
+  if (!principal.permissions.includes(tier.permission)) {
+    throw new ForbiddenError(`This request needs the '${tier.permission}' permission.`, 'forbidden', tier.permission);
+  }
+}
+
+/** The body parsed as JSON, or undefined when it is empty or not JSON (refused later, with its own answer). */
+function bodyIfJson(rawBody: Buffer): unknown {
+  if (rawBody.length === 0) return undefined;
+  try {
+    return JSON.parse(rawBody.toString('utf8'));
+  } catch {
+    return undefined;
+  }
+}
