@@ -119,6 +119,18 @@ describe('tiers', () => {
     expect((await put(control.key, 'volume', { confirm: id })).body.code).toBe('validation_error');
   });
 
+  it('answers 404 for a device id of another form, as for an unknown device, on every device route', async () => {
+    const control = await gw.partner(['--permissions', 'system_control,system_read', '--access-all-devices']);
+    for (const [method, path, body] of [
+      ['PUT', '/v1/devices/0123456789ab/system/settings/volume', { value: 1 }],
+      ['POST', '/v1/devices/0123456789ab/system/commands', { command: 'query' }],
+      ['GET', '/v1/devices/not-a-device/files/t1', undefined],
+    ] as const) {
+      const res = await call(gw.url, method, path, { key: control.key, ...(body ? { body } : {}) });
+      expect({ path, status: res.status, code: res.body.code }).toEqual({ path, status: 404, code: 'not_found' });
+    }
+  });
+
   it('spends destructive requests from the hourly ceiling; one refused by the owner is refunded', async () => {
     const id = device();
     const p = await gw.partner(['--permissions', 'system_control,system_destructive', '--access-all-devices']);

@@ -1,4 +1,4 @@
-import { deviceIdParam, nameText, TIME_RANGE_TEXT } from './schemas';
+import { nameText, TIME_RANGE_TEXT } from './schemas';
 import type { JsonSchema, RouteDef } from './types';
 
 /** Routes owned by the meter service: interval records, summary, energy, report, live reading, energy reset. */
@@ -280,7 +280,7 @@ export const meterRoutes: RouteDef[] = [
     permission: 'energy_read',
     target: { subject: 'meter.sample.get' },
     device: meter,
-    params: { device_id: deviceIdParam, token: tokenParam },
+    params: { token: tokenParam },
     responses: {
       200: {
         description: 'The request',
@@ -348,7 +348,7 @@ export const meterRoutes: RouteDef[] = [
     permission: 'energy_reset',
     target: { subject: 'meter.reset.get' },
     device: meter,
-    params: { device_id: deviceIdParam, token: tokenParam },
+    params: { token: tokenParam },
     responses: {
       200: {
         description: 'The request',

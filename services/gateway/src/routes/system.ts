@@ -1,5 +1,5 @@
 import { commandTier, settingTier, SYSTEM_VERBS, tierPermission } from '@fleet/contracts';
-import { deviceIdParam, nameText, TIME_RANGE_TEXT } from './schemas';
+import { nameText, TIME_RANGE_TEXT } from './schemas';
 import type { ErrorSpec, JsonSchema, RouteDef, TierOf } from './types';
 
 /**
@@ -257,7 +257,7 @@ export const systemRoutes: RouteDef[] = [
     tierOf: settingTierOf,
     target: { subject: 'system.settings.put' },
     device: {},
-    params: { device_id: deviceIdParam, key: { type: 'string', minLength: 1, maxLength: 64, pattern: '^[A-Za-z0-9_.-]+$', examples: ['volume'] } },
+    params: { key: { type: 'string', minLength: 1, maxLength: 64, pattern: '^[A-Za-z0-9_.-]+$', examples: ['volume'] } },
     body: {
       type: 'object',
       additionalProperties: false,
@@ -422,7 +422,7 @@ export const systemRoutes: RouteDef[] = [
     permission: 'system_read',
     target: { subject: 'system.transfer.get' },
     device: {},
-    params: { device_id: deviceIdParam, transfer_id: { type: 'string', minLength: 1, maxLength: 64, pattern: '^[A-Za-z0-9_-]+$' } },
+    params: { transfer_id: { type: 'string', minLength: 1, maxLength: 64, pattern: '^[A-Za-z0-9_-]+$' } },
     responses: { 200: { description: 'The transfer', schema: transfer } },
     errors: [{ status: 404, code: 'not_found', when: 'No such transfer for this device.' }],
   },
