@@ -143,3 +143,15 @@ it("the partner guide's worked example is accepted as written", async () => {
     await expectStatus(call('POST', path, { ...body, name: `${String(body.name)} ${randomDeviceId()}` }), 201);
   }
 });
+
+it('answers 404 for a profile or signal id that names no row of the partner, whatever integer it is', async () => {
+  const light = await connectedLight();
+  for (const id of ['0', '-4', '2147483648', '99999999999999']) {
+    expect((await call('PUT', `/v1/profiles/${id}`, { name: 'x' })).status).toBe(404);
+    expect((await call('DELETE', `/v1/alert-signals/${id}`)).status).toBe(404);
+  }
+  expect((await call('PUT', `/v1/devices/${light.deviceId}/alert-signal`, { alert_signal_id: 0 })).body.code).toBe('not_found');
+  expect((await call('POST', `/v1/devices/${light.deviceId}/sensors`, { tdl_id: SENSOR, profile_id: -1 })).body.code).toBe('not_found');
+  // Not an integer at all: a bad parameter.
+  expect((await call('DELETE', '/v1/profiles/abc')).body.code).toBe('validation_error');
+}, 60_000);

@@ -132,7 +132,7 @@ describe('signals and sensors', () => {
     expect(ok(await call('config.device.signal', me, { device, body: { alert_signal_id: id } }))).toEqual({ device_id: device.device_id, alert_signal_id: id });
     expect(ok(await call('config.device.get', me, { device })).alert_signal_id).toBe(id);
     refused(await call('config.device.signal', manager(), { device, body: { alert_signal_id: id } }), 404, 'not_found');
-    refused(await call('config.device.signal', manager(), { device, body: { alert_signal_id: 2 ** 31 } }), 404, 'not_found');
+    for (const none of [2 ** 31, 0, -1]) refused(await call('config.device.signal', manager(), { device, body: { alert_signal_id: none } }), 404, 'not_found');
     ok(await call('config.signal.delete', me, { params: { signal_id: String(id) } }), 204);
     expect(ok(await call('config.device.get', me, { device })).alert_signal_id).toBeNull();
     expect(ok(await call('config.device.signal', me, { device, body: { alert_signal_id: signals[0]!.id } }))).toEqual({ device_id: device.device_id, alert_signal_id: null });
@@ -144,7 +144,8 @@ describe('signals and sensors', () => {
     const theirs = ok(await call('config.profile.create', manager(), { body: { name: 'Theirs', rules: [] } }), 201) as { id: number };
     refused(await call('config.sensor.attach', me, { device, body: { tdl_id: 'a', profile_id: theirs.id } }), 404, 'not_found');
     // An id past the int4 range names no profile: a miss, not a database error.
-    refused(await call('config.sensor.attach', me, { device, body: { tdl_id: 'a', profile_id: 1e21 } }), 404, 'not_found');
+    // So does an id of 0 or below.
+    for (const none of [1e21, 0, -3]) refused(await call('config.sensor.attach', me, { device, body: { tdl_id: 'a', profile_id: none } }), 404, 'not_found');
     const attached = await call('config.sensor.attach', me, { device, body: { tdl_id: 'room.1:a', label: 'Back room' } });
     expect(ok(attached, 201)).toEqual({ device_id: device.device_id, tdl_id: 'room.1:a', profile_id: null, label: 'Back room' });
     expect(attached.ok && attached.headers).toEqual({ Location: `/v1/devices/${device.device_id}/sensors/room.1%3Aa` });

@@ -50,9 +50,9 @@ export function checked<T>(work: () => T): T {
   }
 }
 
-/** An optional integer-or-null id field of a body. */
+/** An optional integer-or-null id field of a body. Any integer is an id: one that names no row is the caller's 404. */
 export function nullableId(value: unknown, field: string): number | null {
   if (value === null) return null;
-  if (typeof value !== 'number' || !Number.isInteger(value) || value < 1) throw new ValidationError(`'${field}' must be an integer id or null`);
+  if (typeof value !== 'number' || !Number.isInteger(value)) throw new ValidationError(`'${field}' must be an integer id or null`);
   return value;
 }

@@ -60,9 +60,9 @@ const asSignal = (s: { id: number; ownerId: string | null; name: string; descrip
   entries: s.entries as Record<string, unknown>,
 });
 
-/** Ids are int4 columns: a larger id names no row (asking Postgres would be an overflow error, not a miss). */
+/** Ids are positive int4 values: any other integer names no row (a larger one would be an overflow error in Postgres, not a miss). */
 const ROW_ID_MAX = 2147483647;
-const namesNoRow = (id: number): boolean => id > ROW_ID_MAX;
+const namesNoRow = (id: number): boolean => id < 1 || id > ROW_ID_MAX;
 
 export async function visibleProfiles(db: ConfigTx, ownerId: string): Promise<ProfileRow[]> {
   return (await db.profile.findMany({ where: visibleTo(ownerId), orderBy: { id: 'asc' } })).map(asProfile);

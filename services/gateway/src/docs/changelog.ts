@@ -51,6 +51,7 @@ export const CHANGELOG: readonly ChangelogEntry[] = [
       'The description document gives a request example for provisioning, raw commands, predefined effects, system verbs, settings writes (with an example key), file pushes and alert profiles, each one valid for its route.',
       'Permissions come first on every route, as described: a request without the permission it needs is 403 `forbidden` even when its `Idempotency-Key` is malformed or was used with another request (only a replay is answered without the check), and on the two tiered system routes even when its body would be refused; the 403 names the permission the request’s own tier needs (`system_destructive` for a destructive verb or a connection/identity key, `system_control` otherwise).',
       'A device id that is not 12 uppercase hexadecimal characters is 404 `not_found` on every route of an existing device, as an unknown device is (the live reading request read, a settings write and a transfer read answered 400 `validation_error`); provisioning still answers 400 for it.',
+      'A profile or signal id that names no row of yours is 404 `not_found` whatever integer it is: in the path of `PUT`/`DELETE /v1/profiles/{profile_id}` and `/v1/alert-signals/{signal_id}` (0, negative or past 2147483647 were 400) and as `profile_id` or `alert_signal_id` in a body (0 or negative were 400).',
       'Machine-readable description at `/openapi.json` (OpenAPI 3.1, document version 1.0.0), the quick-start guide at `/docs`, the full reference at `/docs_adv` and this changelog.',
     ],
   },

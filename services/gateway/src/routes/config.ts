@@ -13,7 +13,9 @@ const OPERATORS = ['==', '!=', '<', '<=', '>', '>=', 'is_null', 'not_null'];
 const EFFECT_TYPES = ['Solid', 'Pulse', 'PulseThenSolid', 'Chase', 'ChaseThenSolid', 'Toggle', 'ToggleThenSolid', 'BluChase'];
 const SIGNAL_KEYS = ['CLEAR', 'ADVISORY', 'WARNING', 'NO_DATA'];
 const SENSOR_ID: JsonSchema = { type: 'string', pattern: '^[A-Za-z0-9_.:-]{1,64}$', description: 'The sensor id: 1–64 letters, digits, `_`, `-`, `.`, `:`.' };
-const rowId: JsonSchema = { type: 'integer', minimum: 1, maximum: 2147483647 };
+// Any integer: one that names no row of the partner's (0, negative, too large) is 404, as the spec
+// has it for a profile or signal that is not global or own.
+const rowId: JsonSchema = { type: 'integer' };
 const text = (max: number, description: string): JsonSchema => ({ type: 'string', minLength: 1, maxLength: max, description });
 
 const condition: JsonSchema = {
