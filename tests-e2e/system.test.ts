@@ -79,7 +79,7 @@ describe('verbs, settings and what devices report', () => {
   it('caches the settings the device reports after connecting, masked values kept masked', async () => {
     const res = await waitFor(async () => {
       const r = await api('GET', `/v1/devices/${light.deviceId}/system/settings`, { key: reader.key });
-      return r.status === 200 ? r : undefined;
+      return r.status === 200 && r.body.received_at !== null ? r : undefined;
     });
     expect(res.body).toMatchObject({ device_id: light.deviceId, fw_ver: expect.any(String), file_list: expect.any(Array) });
     expect(res.body.settings).toEqual(light.settingsDocument());
@@ -170,7 +170,7 @@ describe('verbs, settings and what devices report', () => {
 
   it('answers encryption_unavailable, sending nothing, for old firmware and for a device without a settings key', async () => {
     const old = await provisionLight({ enc: false });
-    await waitFor(async () => (await api('GET', `/v1/devices/${old.deviceId}/system/settings`, { key: reader.key })).status === 200);
+    await waitFor(async () => (await api('GET', `/v1/devices/${old.deviceId}/system/settings`, { key: reader.key })).body.received_at != null);
     const refused = await api('PUT', `/v1/devices/${old.deviceId}/system/settings/wifiPass`, { key: operator.key, body: { value: 'correct horse battery' } });
     expect([refused.status, refused.body.code]).toEqual([409, 'encryption_unavailable']);
     const keyless = await provisionLight({ password: 'b'.repeat(16) + '0123456789abcdef' }, { credential_source: 'mqtt_password', mqtt_password: 'b'.repeat(16) + '0123456789abcdef' });
@@ -315,7 +315,7 @@ describe('a removed device', () => {
     const remover = await partnerWithKey(['--permissions', 'device_removal,system_read', '--access-all-devices']);
     const light = await provisionLight({ logLines: true });
     const id = light.deviceId;
-    await waitFor(async () => (await api('GET', `/v1/devices/${id}/system/settings`, { key: reader.key })).status === 200, { what: 'settings reported' });
+    await waitFor(async () => (await api('GET', `/v1/devices/${id}/system/settings`, { key: reader.key })).body.received_at != null, { what: 'settings reported' });
     expect((await api('POST', `/v1/devices/${id}/system/commands`, { key: operator.key, body: { command: 'query' } })).status).toBe(202);
     await feedLine(operator.key, id, 'query>ok');
     const clip = `removal-${Date.now()}.mp3`;
@@ -332,11 +332,11 @@ describe('a removed device', () => {
     const settings = await waitFor(
       async () => {
         const res = await api('GET', `/v1/devices/${id}/system/settings`, { key: reader.key });
-        return res.status === 404 ? res : undefined;
+        return res.status === 200 && res.body.received_at === null ? res : undefined;
       },
       { timeoutMs: 10_000, what: 'the removed device’s settings forgotten' },
     );
-    expect(settings.body.code).toBe('not_found');
+    expect(settings.body).toEqual({ device_id: id, settings: {}, fw_ver: null, file_list: [], received_at: null });
     const feed = await api('GET', `/v1/devices/${id}/system/responses?since=${Math.floor(Date.now() / 1000) - 3600}`, { key: reader.key });
     expect([feed.status, feed.body.rows]).toEqual([200, []]);
     expect((await api('GET', `/v1/devices/${id}/files`, { key: reader.key })).body).toEqual({ transfers: [] });

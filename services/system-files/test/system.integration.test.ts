@@ -168,9 +168,14 @@ describe('what devices report', () => {
 
   it('keeps the last settings a device reported, masked values as sent', async () => {
     const id = randomDeviceId();
+    // Nothing reported yet: an empty cache, not a missing device.
+    expect((await readDeviceSettings(deps, envelope(id) as never)).body).toEqual({ device_id: id, settings: {}, fw_ver: null, file_list: [], received_at: null });
     await captured(js, stream.prefix, { deviceId: id, levels: 'sys/settings', payload: { fw_ver: '2.1', file_list: [{ name: 'a.mp3', size: 3 }], wifiPass: '*****', volume: 4 }, receivedAt: new Date(Date.now() - 1000) });
     await captured(js, stream.prefix, { deviceId: id, levels: 'sys/settings', payload: { fw_ver: '2.0' }, receivedAt: new Date(Date.now() - 5000) });
-    const res = await waitFor(async () => readDeviceSettings(deps, envelope(id) as never).catch(() => undefined));
+    const res = await waitFor(async () => {
+      const answer = await readDeviceSettings(deps, envelope(id) as never);
+      return (answer.body as { received_at: string | null }).received_at !== null ? answer : undefined;
+    });
     await waitFor(async () => (await consumer_pending()) === 0);
     const again = await readDeviceSettings(deps, envelope(id) as never);
     expect(res.status).toBe(200);
