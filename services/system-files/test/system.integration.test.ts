@@ -227,6 +227,26 @@ describe('what devices report', () => {
     }
   });
 
+  it('never bookmarks past a row that commits while an empty page is read', async () => {
+    const id = randomDeviceId();
+    const late = async () => {
+      await testDb.db.responseRow.create({ data: { deviceId: id, kind: 'log', line: 'log>late', receivedAt: new Date(), msgId: `late-${id}` } });
+    };
+    // The row commits right after the page's read, before the answer is made.
+    const racing = {
+      ...deps,
+      db: new Proxy(testDb.db, {
+        get: (db, name) =>
+          name === 'responseRow'
+            ? new Proxy(db.responseRow, { get: (rows, op) => (op === 'findMany' ? async (args: never) => { const page = await rows.findMany(args); await late(); return page; } : Reflect.get(rows, op)) })
+            : Reflect.get(db, name),
+      }),
+    } as SystemDeps;
+    const empty = (await listResponses(racing, envelope(id, { query: {} }) as never)).body as { rows: unknown[]; next_cursor: string };
+    expect(empty.rows).toEqual([]);
+    expect((await list(id, { cursor: empty.next_cursor })).rows.map((r) => r.line)).toEqual(['log>late']);
+  });
+
   it('refuses a cursor it did not make', async () => {
     expect((await rejectionOf(listResponses(deps, envelope(randomDeviceId(), { query: { cursor: 'bm90LWEtY3Vyc29y' } }) as never), ApiError)).status).toBe(400);
   });

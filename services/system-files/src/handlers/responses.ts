@@ -14,13 +14,13 @@ export async function listResponses(deps: SystemDeps, req: RequestOf<'system.res
   const since = optionalTimeParam(query.since, 'since');
   const from: { afterId: bigint } | { since: Date } =
     query.cursor !== undefined ? { afterId: decodeFeedCursor(query.cursor) } : { since: since ?? new Date(serverNow.getTime() - FEED_DEFAULT_WINDOW_MS) };
+  // An empty page's bookmark, read before the page: ids are handed out in commit order (see
+  // appendFeedRows), so a row that commits after this read has a higher id and is on a later page.
+  // Read after the page, it could be the id of a row that committed in between, never shown.
+  const emptyPageBookmark = 'afterId' in from ? from.afterId : await feedHighWater(deps.db, deviceId);
   const rows = await readFeed(deps.db, deviceId, from, limit);
   const page = rows.slice(0, limit);
-  const last = page[page.length - 1];
-  let bookmark: bigint;
-  if (last) bookmark = last.id;
-  else if ('afterId' in from) bookmark = from.afterId;
-  else bookmark = await feedHighWater(deps.db, deviceId);
+  const bookmark = page[page.length - 1]?.id ?? emptyPageBookmark;
   return {
     status: 200,
     body: { rows: page.map(feedRowView), has_more: rows.length > limit, next_cursor: encodeFeedCursor(bookmark), server_now: serverNow.toISOString() },
