@@ -26,7 +26,7 @@ export type ReplyOf<S extends RequestSubject> =
 
 /** A reply as Bus.relay returns it: a body its replier wrote as JSON text stays a JsonBody. */
 export type RelayedReplyOf<S extends RequestSubject> =
-  | { ok: true; status: number; headers?: Record<string, string>; body?: ReplyBodyOf<S> | JsonBody }
+  | { ok: true; status: number; headers?: Record<string, string>; body?: ReplyBodyOf<S> | JsonBody; unspent?: true }
   | ReplyFailure;
 
 /**
@@ -37,6 +37,11 @@ export interface HandlerResult<Body = JsonObject> {
   status?: number;
   body?: Body | JsonBody;
   headers?: Record<string, string>;
+  /**
+   * Nothing was done that the route's limits count: a request recognised as one already made,
+   * answered with what that one did. The gateway gives back what the request spent from them.
+   */
+  unspent?: true;
 }
 
 export type RequestHandler<S extends RequestSubject = RequestSubject> = (request: RequestOf<S>, ctx: HandlerContext) => Promise<HandlerResult<ReplyBodyOf<S>>>;

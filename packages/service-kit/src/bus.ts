@@ -385,6 +385,7 @@ function checkBody(subject: RequestSubject, body: unknown): void {
 function replyOf(subject: RequestSubject, result: HandlerResult): Outgoing {
   const reply: ReplySuccess = { ok: true, status: result.status ?? 200 };
   if (result.headers) reply.headers = result.headers;
+  if (result.unspent) reply.unspent = true;
   if (result.body instanceof JsonBody) {
     if (hasReplySchema(subject)) checkReplyBody(subject, result.body.parse());
     return { envelope: checkReplyEnvelope(reply), json: result.body };

@@ -98,7 +98,12 @@ beforeAll(async () => {
     }
     return { status: 201, headers: { Location: `/v1/things/${req.params.thing_id}` }, body: { id: req.params.thing_id, n: (calls.create ?? []).length } };
   });
-  gw.bus.serve(subject('poke'), async (req) => (record('poke', req), { status: 202, body: { device: req.device?.device_id, n: (calls.poke ?? []).length } }));
+  gw.bus.serve(subject('poke'), async (req) => {
+    record('poke', req);
+    // `{"known": true}`: a request the owner recognises as one already made (as system-files does a file push's key after 24 hours).
+    if ((req.body as { known?: boolean } | undefined)?.known) return { status: 200, body: { device: req.device?.device_id }, unspent: true as const };
+    return { status: 202, body: { device: req.device?.device_id, n: (calls.poke ?? []).length } };
+  });
   gw.bus.serve(subject('label'), async (req) => (record('label', req), { status: 204 }));
   gw.bus.serve(subject('peek'), async (req) => {
     record('peek', req);
@@ -366,6 +371,16 @@ describe('idempotency', () => {
     expect(third.status).toBe(202);
     const fourth = await call(gw.url, 'POST', `/v1/devices/${device}/pokes`, { key: q.key, headers });
     expect([fourth.status, fourth.body.code, fourth.headers.get('ratelimit-remaining')]).toEqual([429, 'rate_limited', '0']);
+  });
+});
+
+describe('a request its owner recognised as already made', () => {
+  it('gives back what it spent from the route’s limits', async () => {
+    const q = await gw.partner(['--permissions', 'raw_commands', '--grant', '79', '--device-commands-per-min', '1']);
+    const device = light(79);
+    for (let k = 0; k < 3; k += 1) expect((await call(gw.url, 'POST', `/v1/devices/${device}/pokes`, { key: q.key, body: { known: true } })).status).toBe(200);
+    expect((await call(gw.url, 'POST', `/v1/devices/${device}/pokes`, { key: q.key })).status).toBe(202);
+    expect((await call(gw.url, 'POST', `/v1/devices/${device}/pokes`, { key: q.key })).body.code).toBe('rate_limited');
   });
 });
 

@@ -340,6 +340,8 @@ describe('file push', () => {
     const first = await push(id, { name: 'chime.mp3' }, 'k-1');
     const again = await push(id, { name: 'chime.mp3' }, 'k-1');
     expect(again.status).toBe(200);
+    // Nothing new was sent: the gateway gives back the device command it spent.
+    expect([first.unspent, again.unspent]).toEqual([undefined, true]);
     expect((again.body as Record<string, unknown>).transfer_id).toBe((first.body as Record<string, unknown>).transfer_id);
     expect(bridge.published).toHaveLength(1);
     expect((await rejectionOf(push(id, { name: 'chime.mp3', dest: 'other.mp3' }, 'k-1'), ApiError)).code).toBe('idempotency_key_reused');

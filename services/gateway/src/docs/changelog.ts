@@ -54,6 +54,7 @@ export const CHANGELOG: readonly ChangelogEntry[] = [
       'A profile or signal id that names no row of yours is 404 `not_found` whatever integer it is: in the path of `PUT`/`DELETE /v1/profiles/{profile_id}` and `/v1/alert-signals/{signal_id}` (0, negative or past 2147483647 were 400) and as `profile_id` or `alert_signal_id` in a body (0 or negative were 400).',
       '`GET /v1/devices/{device_id}/system/settings` answers 200 with an empty cache (`settings` `{}`, `fw_ver` null, `file_list` `[]`, `received_at` null) for a device that has not reported its settings yet (it was 404 `not_found`, the answer of a device that does not exist).',
       'Response feed: the `next_cursor` of an empty page never passes a line that arrives while the page is read.',
+      'File push: repeating a request with a key older than 24 hours (answered 200 with the transfer’s current state, nothing sent) spends nothing from the device command limit, as a replay does not.',
       'Machine-readable description at `/openapi.json` (OpenAPI 3.1, document version 1.0.0), the quick-start guide at `/docs`, the full reference at `/docs_adv` and this changelog.',
     ],
   },

@@ -313,6 +313,9 @@ async function runRoute(
     if (spent) await refund(deps, spent, requestId);
     throw fromEnvelopeError(reply.error);
   }
+  // A request the owner recognised as one already made (a file push's key after 24 hours) is a
+  // replay in all but name: like a replay, it spends nothing from the route's limits.
+  if (reply.unspent && spent) await refund(deps, spent, requestId);
   return { status: reply.status, headers: reply.headers ?? {}, body: reply.body };
 }
 

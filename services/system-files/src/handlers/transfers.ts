@@ -27,7 +27,7 @@ export async function createTransfer(deps: SystemDeps, req: RequestOf<'system.tr
     ctx.logger,
   );
   const headers = { Location: location(device.deviceId, outcome.transfer.id) };
-  if (outcome.kind === 'known') return { status: 200, headers, body: transferView(outcome.transfer) };
+  if (outcome.kind === 'known') return { status: 200, headers, body: transferView(outcome.transfer), unspent: true };
   return { status: 202, headers, body: { ...transferView(outcome.transfer), device_online: outcome.deviceOnline } };
 }
 
