@@ -15,9 +15,11 @@ import v8 from 'node:v8';
  *   objects per answer (the gateway relaying a page, the meter writing one straight from
  *   Postgres' text) fills its young generation slowly, while each answer's buffers, freed by any
  *   collection, pile up until a full one comes; collecting the young generation sooner frees
- *   them at a fraction of the cost (gateway 5; meter 20, chosen while its energy answers built an
- *   object per point and judged again against 10 and 5 since they are written as bytes: fewer
- *   full collections, but energy reads cost more; bench/README.md, meter).
+ *   them at a fraction of the cost (meter 20, chosen while its energy answers built an object per
+ *   point and judged again against 10 and 5 since they are written as bytes: fewer full
+ *   collections, but energy reads cost more; bench/README.md, meter). The gateway, whose requests
+ *   are mostly small, leaves it at V8's own and asks for young collections after large answers
+ *   instead (chunkReclaimer).
  *
  * 0 leaves V8's own value. Both are read at every collection, so setting them at start-up takes
  * effect (unlike the young generation's size, fixed when the process starts).

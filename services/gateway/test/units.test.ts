@@ -134,9 +134,9 @@ describe('Authenticator cache', () => {
 });
 
 describe('V8 settings', () => {
-  it("tunes V8 for relayed pages by default, and leaves V8's own at 0", () => {
-    expect(readGatewayConfig({})).toMatchObject({ GATEWAY_HEAP_GROWING_PERCENT: 200, GATEWAY_MINOR_GC_TRIGGER_PERCENT: 5 });
-    expect(readGatewayConfig({ GATEWAY_HEAP_GROWING_PERCENT: '0', GATEWAY_MINOR_GC_TRIGGER_PERCENT: '0' })).toMatchObject({ GATEWAY_HEAP_GROWING_PERCENT: 0, GATEWAY_MINOR_GC_TRIGGER_PERCENT: 0 });
+  it("grows the heap for relayed pages by default and leaves the young trigger at V8's own (0), both settable", () => {
+    expect(readGatewayConfig({})).toMatchObject({ GATEWAY_HEAP_GROWING_PERCENT: 200, GATEWAY_MINOR_GC_TRIGGER_PERCENT: 0 });
+    expect(readGatewayConfig({ GATEWAY_HEAP_GROWING_PERCENT: '0', GATEWAY_MINOR_GC_TRIGGER_PERCENT: '5' })).toMatchObject({ GATEWAY_HEAP_GROWING_PERCENT: 0, GATEWAY_MINOR_GC_TRIGGER_PERCENT: 5 });
     expect(() => readGatewayConfig({ GATEWAY_MINOR_GC_TRIGGER_PERCENT: '101' })).toThrow();
   });
 });

@@ -1,6 +1,7 @@
 import { promisify } from 'node:util';
 import { gzip } from 'node:zlib';
 import type { Request, Response } from 'express';
+import { chunkReclaimer } from '@fleet/service-kit';
 
 const gzipAsync = promisify(gzip);
 
@@ -19,6 +20,15 @@ export const COMPRESS_FROM_BYTES = 8 * 1024;
 const GZIP_OPTIONS = { level: 1 };
 
 /**
+ * A large answer (a page of meter records relayed as its owner wrote it) is a buffer outside the
+ * JavaScript heap, freed only by a collection, and relaying it allocates next to nothing on the
+ * heap: a young collection every few megabytes of such answers frees them before they pile up
+ * into full collections, with the young generation's trigger left at V8's own for the small
+ * answers of every other request.
+ */
+const reclaimLargeAnswers = chunkReclaimer();
+
+/**
  * Writes a JSON answer (its text, or its bytes as a service wrote them), gzip-compressed when the
  * answer is large and the request's Accept-Encoding prefers gzip to identity (negotiated by
  * express, q-values included). Every answer whose form depends on that header says so in `Vary`.
@@ -31,6 +41,7 @@ export async function sendJson(req: Request, res: Response, body: string | Buffe
     res.send(body);
     return;
   }
+  reclaimLargeAnswers(size);
   res.vary('Accept-Encoding');
   if (req.acceptsEncodings('gzip', 'identity') !== 'gzip') {
     res.send(body);
