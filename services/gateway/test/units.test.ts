@@ -40,6 +40,8 @@ describe('API keys', () => {
     expect(secretMatches(parsed!.secret, issued.secretHash)).toBe(true);
     expect(secretMatches(`${parsed!.secret}x`, issued.secretHash)).toBe(false);
     expect(issued.secretHash).toBe(hashSecret(parsed!.secret));
+    // Stored hashes are SHA-256 in lowercase hex: keys issued before keep matching.
+    expect(hashSecret('abc')).toBe('ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad');
     expect(issued.secretHash).not.toContain(parsed!.secret);
     expect(generateApiKey().key).not.toBe(issued.key);
   });
