@@ -65,23 +65,42 @@ async function provisionAll(gatewayUrl, key, ids, log) {
   return done;
 }
 
-/** Connects every device at once; returns connects per second and the clients (to end). */
+/** A device's wait before it connects again after a refusal (the simulator's reconnect period). */
+const RETRY_AFTER_MS = 1000;
+const RETRIES = 10;
+/** CONNACK codes of MQTT 3.1.1 for a refused login: bad user name or password, not authorized. */
+const REFUSED_LOGIN = new Set([4, 5]);
+
+/**
+ * Connects every device at once; returns connects per second, the clients (to end) and how many
+ * devices were refused before they got in. A broker that cannot get the hook's answer in time
+ * (RabbitMQ: `auth_http.request_timeout`) refuses the login as a wrong password; the device then
+ * connects again, as a real one does, and the wait counts in the connects per second.
+ */
 async function connectAll(url, ids, withCredentials) {
   const t0 = performance.now();
-  const clients = await Promise.all(
-    ids.map((id) =>
-      mqtt.connectAsync(url, {
-        clientId: id,
-        ...(withCredentials ? { username: id, password: deriveBrokerPassword(SECRET, id, 'light') } : {}),
-        protocolVersion: 4,
-        clean: true,
-        reconnectPeriod: 0,
-        connectTimeout: 120_000,
-      }),
-    ),
-  );
+  let refused = 0;
+  const connectOne = async (id) => {
+    for (let attempt = 0; ; attempt += 1) {
+      try {
+        return await mqtt.connectAsync(url, {
+          clientId: id,
+          ...(withCredentials ? { username: id, password: deriveBrokerPassword(SECRET, id, 'light') } : {}),
+          protocolVersion: 4,
+          clean: true,
+          reconnectPeriod: 0,
+          connectTimeout: 120_000,
+        });
+      } catch (err) {
+        if (!REFUSED_LOGIN.has(err?.code) || attempt === RETRIES) throw err;
+        if (attempt === 0) refused += 1;
+        await new Promise((resolve) => setTimeout(resolve, RETRY_AFTER_MS));
+      }
+    }
+  };
+  const clients = await Promise.all(ids.map(connectOne));
   const seconds = (performance.now() - t0) / 1000;
-  return { seconds, perSecond: ids.length / seconds, clients };
+  return { seconds, perSecond: ids.length / seconds, clients, refused };
 }
 
 async function endAll(clients) {
@@ -135,7 +154,7 @@ async function run(ctx) {
   brokers.push(hooked);
   let result = await connectAll(hooked.url, connectIds, true);
   clients = result.clients;
-  const viaHook = { seconds: result.seconds, perSecond: result.perSecond };
+  const viaHook = { seconds: result.seconds, perSecond: result.perSecond, refused: result.refused };
   await endAll(clients);
   clients = [];
   await hooked.stop();
@@ -145,7 +164,7 @@ async function run(ctx) {
   brokers.push(open);
   result = await connectAll(open.url, connectIds, false);
   clients = result.clients;
-  const noAuth = { seconds: result.seconds, perSecond: result.perSecond };
+  const noAuth = { seconds: result.seconds, perSecond: result.perSecond, refused: result.refused };
   await endAll(clients);
   clients = [];
   await open.stop();
@@ -156,7 +175,15 @@ async function run(ctx) {
     title: 'Provisioning through the gateway with credentials in Postgres behind the broker hook; connects through the hook vs no authentication',
     settings: { devices: DEVICES, warmup: WARMUP, in_flight: IN_FLIGHT, window: WINDOW, connects: connectIds.length, broker: 'RabbitMQ 3.10 MQTT (private node)' },
     provisioning: { seconds: round(total, 2), per_s: round(DEVICES / total), first_per_s: round(first), last_per_s: round(last), last_over_first: round(ratio, 3) },
-    connects: { via_hook_per_s: round(viaHook.perSecond), via_hook_s: round(viaHook.seconds, 2), no_auth_per_s: round(noAuth.perSecond), no_auth_s: round(noAuth.seconds, 2), ratio: round(viaHook.perSecond / noAuth.perSecond, 3) },
+    connects: {
+      via_hook_per_s: round(viaHook.perSecond),
+      via_hook_s: round(viaHook.seconds, 2),
+      via_hook_refused_first: viaHook.refused,
+      no_auth_per_s: round(noAuth.perSecond),
+      no_auth_s: round(noAuth.seconds, 2),
+      no_auth_refused_first: noAuth.refused,
+      ratio: round(viaHook.perSecond / noAuth.perSecond, 3),
+    },
     targets: { last_over_first: TARGET_RATIO, per_s: TARGET_RATE },
     pass: ratio >= TARGET_RATIO && Math.min(first, last) >= TARGET_RATE,
   };
@@ -176,6 +203,7 @@ function table(r) {
       [`connects / s, ${r.settings.connects} at once through the hook`, String(c.via_hook_per_s)],
       [`connects / s, ${r.settings.connects} at once, no authentication`, String(c.no_auth_per_s)],
       ['connects through the hook / no authentication', String(c.ratio)],
+      ['devices refused at first through the hook (in after a retry 1 s later)', String(c.via_hook_refused_first ?? 0)],
     ],
     notes: [
       `targets: last/first >= ${r.targets.last_over_first}, first and last >= ${r.targets.per_s}/s   ${r.pass ? 'PASS' : 'MISSED'}`,
