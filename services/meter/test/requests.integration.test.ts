@@ -162,6 +162,14 @@ describe('live reading', () => {
     await waitFor(async () => ((await getSample(deps, withParams(dev, { token }), inTime())).body as { state: string }).state === 'failed', { what: 'failed' });
     expect((await getSample(deps, withParams(dev, { token }), inTime())).body).toMatchObject({ state: 'failed', reason: 'busy', reading: null });
 
+    // A meter whose firmware does not know the verb answers `unknown` on sys/resp: failed at once, unsupported.
+    const old = randomDeviceId();
+    online(old);
+    const unknown = (await requestSample(deps, envelope(old), logger)).body as { token: string };
+    await deviceSends(js, stream.prefix, old, 'sys.resp', `sample>token=${unknown.token}>unknown`);
+    await waitFor(async () => ((await getSample(deps, withParams(old, { token: unknown.token }), inTime())).body as { state: string }).state === 'failed', { what: 'failed' });
+    expect((await getSample(deps, withParams(old, { token: unknown.token }), inTime())).body).toMatchObject({ state: 'failed', reason: 'unsupported', reading: null });
+
     const other = randomDeviceId();
     online(other);
     const quiet = (await requestSample(deps, envelope(other), logger)).body as { token: string };
@@ -215,6 +223,11 @@ describe('energy reset', () => {
     const c = await start();
     await deviceSends(js, stream.prefix, dev, 'sys.resp', `resetenergy>token=${c}>failed:counter locked`);
     expect(await settled(c)).toMatchObject({ state: 'failed', result: 'failed', reason: 'counter locked' });
+
+    // A meter whose firmware does not know the verb answers `unknown`: it will never reset.
+    const d = await start();
+    await deviceSends(js, stream.prefix, dev, 'sys.resp', `resetenergy>token=${d}>unknown`);
+    expect(await settled(d)).toMatchObject({ state: 'failed', result: 'unknown', reason: 'unsupported' });
 
     expect((await refusal(getReset(deps, withParams(randomDeviceId(), { token: c })))).status).toBe(404);
   });

@@ -55,6 +55,7 @@ export const CHANGELOG: readonly ChangelogEntry[] = [
       '`GET /v1/devices/{device_id}/system/settings` answers 200 with an empty cache (`settings` `{}`, `fw_ver` null, `file_list` `[]`, `received_at` null) for a device that has not reported its settings yet (it was 404 `not_found`, the answer of a device that does not exist).',
       'Response feed: the `next_cursor` of an empty page never passes a line that arrives while the page is read.',
       'File push: repeating a request with a key older than 24 hours (answered 200 with the transfer’s current state, nothing sent) spends nothing from the device command limit, as a replay does not.',
+      'A meter that answers a live reading request or an energy reset with `unknown` (its firmware does not know the verb) ends it at once: `failed` with reason `unsupported` (a reset keeps `result: unknown`), where the live reading waited for `no_reply` and the reset stayed `pending`.',
       'Machine-readable description at `/openapi.json` (OpenAPI 3.1, document version 1.0.0), the quick-start guide at `/docs`, the full reference at `/docs_adv` and this changelog.',
     ],
   },

@@ -357,7 +357,7 @@ export const meterRoutes: RouteDef[] = [
           required: ['state', 'result', 'reason', 'at', 'requested_at', 'unmatched_rejection'],
           properties: {
             state: { type: 'string', enum: ['pending', 'done', 'duplicate', 'failed'] },
-            result: { type: ['string', 'null'], description: 'The meter’s answer word (ok, duplicate, failed); null while pending.' },
+            result: { type: ['string', 'null'], description: 'The meter’s answer word (ok, duplicate, failed; unknown from a meter that does not know the verb, then failed with reason unsupported); null while pending.' },
             reason: { type: ['string', 'null'] },
             at: { ...dateTimeOrNull, description: 'When the answer arrived.' },
             requested_at: dateTime,

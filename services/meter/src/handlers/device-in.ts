@@ -83,9 +83,10 @@ export function deviceInProcessor(db: MeterDb, prefix: string, logger: Logger, o
     if (ack.verb === 'resetenergy') {
       if (ack.token) return settleReset(db, m.deviceId, ack.token, ack.result, ack.reason, m.receivedAt);
       if (ack.result === 'failed') await noteUnmatchedRejection(db, m.deviceId, ack.reason, m.receivedAt);
-    } else if (ack.verb === 'sample' && ack.token && ack.result === 'failed') {
-      // The meter refused the request line itself (e.g. an unreadable token).
-      return settleSample(db, m.deviceId, ack.token, { state: 'failed', reason: 'rejected' }, m.receivedAt);
+    } else if (ack.verb === 'sample' && ack.token && (ack.result === 'failed' || ack.result === 'unknown')) {
+      // failed: the meter refused the request line itself (e.g. an unreadable token); unknown: its
+      // firmware does not know the verb, so no answer will come (the protocol's generic result).
+      return settleSample(db, m.deviceId, ack.token, { state: 'failed', reason: ack.result === 'unknown' ? 'unsupported' : 'rejected' }, m.receivedAt);
     }
     return false;
   }

@@ -244,16 +244,22 @@ export async function readReset(db: MeterDb, deviceId: string, token: string): P
   return row ? resetView(row) : null;
 }
 
-const RESET_STATE: Record<string, string> = { ok: 'done', duplicate: 'duplicate', failed: 'failed' };
+/**
+ * The state each acknowledgement result settles a reset in. `unknown` is the protocol's generic
+ * answer of a device that does not know the verb: that meter will never reset, so the request
+ * fails (reason `unsupported`) instead of staying pending.
+ */
+const RESET_STATE: Record<string, string> = { ok: 'done', duplicate: 'duplicate', failed: 'failed', unknown: 'failed' };
 
 /**
  * A `resetenergy>token=<t>>...` acknowledgement settles that request, with its
  * `meter.energy_reset_settled` in the same transaction (only a pending request settles, so a
  * repeated acknowledgement changes nothing and has no event). True when this call settled it.
  */
-export async function settleReset(db: MeterDb, deviceId: string, token: string, result: string, reason: string | null, at: Date): Promise<boolean> {
+export async function settleReset(db: MeterDb, deviceId: string, token: string, result: string, givenReason: string | null, at: Date): Promise<boolean> {
   const state = RESET_STATE[result];
   if (!state) return false;
+  const reason = result === 'unknown' ? (givenReason ?? 'unsupported') : givenReason;
   const rows = await db.$transaction(async (tx) => {
     const updated = await tx.$queryRawUnsafe<ResetRow[]>(
       `UPDATE reset_requests SET state = $3, result = $4, reason = $5, "at" = $6::timestamptz
