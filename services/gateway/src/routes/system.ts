@@ -237,7 +237,7 @@ export const systemRoutes: RouteDef[] = [
             settings: { type: 'object', description: 'Every key the device reported.' },
             fw_ver: { type: ['string', 'null'] },
             file_list: { type: 'array', items: { type: 'object', properties: { name: { type: 'string' }, size: { type: 'integer' } } } },
-            received_at: { ...dateTime, type: ['string', 'null'], description: 'When the device reported these settings; null until it first does.' },
+            received_at: { ...dateTimeOrNull, description: 'When the device reported these settings; null until it first does.' },
           },
         },
       },
