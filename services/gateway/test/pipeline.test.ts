@@ -76,6 +76,8 @@ let gw: TestGateway;
 const calls: Record<string, RequestEnvelope[]> = {};
 const devices = new Map<string, DeviceSummary>();
 let failNextCreate = false;
+/** A Redis key the next create overwrites with a string, so keeping its answer fails (WRONGTYPE). */
+let spoilRecordOnCreate: string | undefined;
 let createDelayMs = 0;
 
 beforeAll(async () => {
@@ -92,6 +94,10 @@ beforeAll(async () => {
   gw.bus.serve(subject('thing.create'), async (req) => {
     record('create', req);
     if (createDelayMs) await new Promise((r) => setTimeout(r, createDelayMs));
+    if (spoilRecordOnCreate) {
+      await gw.redis.set(spoilRecordOnCreate, 'not an idempotency record');
+      spoilRecordOnCreate = undefined;
+    }
     if (failNextCreate) {
       failNextCreate = false;
       throw new ConflictError('try later');
@@ -285,6 +291,17 @@ describe('idempotency', () => {
     expect(first.headers.get('idempotent-replayed')).toBeNull();
     expect(again.headers.get('x-request-id')).not.toBe(first.headers.get('x-request-id'));
     expect(calls.create?.length).toBe(before);
+  });
+
+  it('answers what the request did when its answer cannot be kept for replay', async () => {
+    const key = `k-${uniqueId()}`;
+    const store = new IdempotencyStore(gw.redis, { keyPrefix: `${gw.unique}:idem:` });
+    const route = testRoutes.find((r) => r.operationId === 'createThing')!;
+    spoilRecordOnCreate = store.redisKey(`${p.id}:${routeId(route)}`, key);
+    const first = await call(gw.url, 'POST', '/v1/things/abc', { key: p.key, body: { name: 'kept?' }, headers: { 'Idempotency-Key': key } });
+    expect(spoilRecordOnCreate).toBeUndefined();
+    // The thing was created: the partner learns so, rather than a 503 inviting a second create.
+    expect([first.status, first.body.id, first.headers.get('location')]).toEqual([201, 'abc', '/v1/things/abc']);
   });
 
   it('answers 422 for the same key with a different request', async () => {

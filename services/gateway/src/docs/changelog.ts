@@ -56,6 +56,7 @@ export const CHANGELOG: readonly ChangelogEntry[] = [
       'Response feed: the `next_cursor` of an empty page never passes a line that arrives while the page is read.',
       'File push: repeating a request with a key older than 24 hours (answered 200 with the transfer’s current state, nothing sent) spends nothing from the device command limit, as a replay does not.',
       'A meter that answers a live reading request or an energy reset with `unknown` (its firmware does not know the verb) ends it at once: `failed` with reason `unsupported` (a reset keeps `result: unknown`), where the live reading waited for `no_reply` and the reset stayed `pending`.',
+      'A request that did its work answers what it did even when its answer cannot be kept for its `Idempotency-Key` (a store failure at that moment): never 503 with the work done; the key stays taken for a minute (`409 idempotency_in_progress`), so a retry then does not repeat the work.',
       'Machine-readable description at `/openapi.json` (OpenAPI 3.1, document version 1.0.0), the quick-start guide at `/docs`, the full reference at `/docs_adv` and this changelog.',
     ],
   },

@@ -248,6 +248,7 @@ ${row(['Live reading', 'At most one request per meter every 10 seconds, whoever 
 <li>The same request with the same key within 24 hours returns the first response (status and body) again with <code>Idempotent-Replayed: true</code>; nothing is redone. A replay is not re-checked against your current permissions; it counts toward the request rate limit but not toward device command limits.</li>
 <li>The same key with a different request is <code>422 idempotency_key_reused</code>. A repeat while the first request still runs is <code>409 idempotency_in_progress</code> with <code>Retry-After</code>.</li>
 <li>Only 2xx responses are kept: after a failure, the same key runs the request again.</li>
+<li>A request that did its work always answers what it did. In the rare case the service cannot keep that answer for replay (its store failed at that moment), the key stays taken for a minute (<code>409 idempotency_in_progress</code>) and then free: a retry in that minute never repeats the work.</li>
 <li>The multipart file upload does not accept a key. A replayed provisioning returns the generated password again. The file push remembers a key for as long as the transfer exists and, after 24 hours, answers <code>200</code> with the transfer's current state.</li>
 </ul>
 </section>

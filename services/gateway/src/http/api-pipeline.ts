@@ -111,7 +111,6 @@ export function apiPipeline(deps: PipelineDeps) {
     let outcome: Outcome;
     try {
       outcome = await runRoute(deps, req, route, params, principal, rawBody, requestId, spend);
-      if (held) await dependency(deps.idempotency.complete(held.scope, held.key, held.fingerprint, storable(outcome)));
     } catch (err) {
       if (held) await deps.idempotency.release(held.scope, held.key).catch(warnIfFails(deps.logger, 'releasing the idempotency key', { request_id: requestId }));
       // A request refused before it reached its limits still counts, and a full request window
@@ -119,8 +118,24 @@ export function apiPipeline(deps: PipelineDeps) {
       await spend.requestWindow();
       throw err;
     }
+    if (held) await keepForReplay(deps, held, outcome, requestId);
     await writeOutcome(req, res, route, outcome, false);
   };
+}
+
+/**
+ * Keeps a finished request's answer for its Idempotency-Key. The request has already had its
+ * effect (a command published, a device created), so a failure to keep the answer must not
+ * turn it into a 503 or free the key: the partner gets the real answer, and the key stays held
+ * until its lock runs out, so a retry in that time is 409 `idempotency_in_progress`, not a
+ * second command.
+ */
+async function keepForReplay(deps: PipelineDeps, held: { scope: string; key: string; fingerprint: string }, outcome: Outcome, requestId: string): Promise<void> {
+  try {
+    await dependency(deps.idempotency.complete(held.scope, held.key, held.fingerprint, storable(outcome)));
+  } catch (err) {
+    deps.logger.warn({ err, request_id: requestId, status: outcome.status }, 'the answer could not be kept for replay; its Idempotency-Key stays held until the lock expires');
+  }
 }
 
 /**
