@@ -76,8 +76,14 @@ describe('authentication', () => {
   it('answers malformed, unknown and wrong-secret keys with the same generic 401', async () => {
     const p = await partnerWithKey();
     const wrongSecret = `${p.keyPrefix}_${'A'.repeat(32)}`;
-    for (const header of ['Bearer', 'Bearer not-a-key', `Basic ${Buffer.from('a:b').toString('base64')}`, `Bearer pdk_zzzzzzzzzzzz_${'B'.repeat(32)}`, `Bearer ${wrongSecret}`]) {
+    for (const header of ['Bearer not-a-key', 'Bearer two words', `Bearer pdk_zzzzzzzzzzzz_${'B'.repeat(32)}`, `Bearer ${wrongSecret}`]) {
       expectGeneric401(await api('GET', '/v1/account', { headers: { Authorization: header } }), true);
+    }
+  });
+
+  it('answers another scheme or an empty Bearer as no key: no error code (RFC 6750 §3.1)', async () => {
+    for (const header of ['Bearer', 'Bearer   ', `Basic ${Buffer.from('a:b').toString('base64')}`]) {
+      expectGeneric401(await api('GET', '/v1/account', { headers: { Authorization: header } }), false);
     }
   });
 

@@ -57,6 +57,7 @@ export const CHANGELOG: readonly ChangelogEntry[] = [
       'File push: repeating a request with a key older than 24 hours (answered 200 with the transfer’s current state, nothing sent) spends nothing from the device command limit, as a replay does not.',
       'A meter that answers a live reading request or an energy reset with `unknown` (its firmware does not know the verb) ends it at once: `failed` with reason `unsupported` (a reset keeps `result: unknown`), where the live reading waited for `no_reply` and the reset stayed `pending`.',
       'A request that did its work answers what it did even when its answer cannot be kept for its `Idempotency-Key` (a store failure at that moment): never 503 with the work done; the key stays taken for a minute (`409 idempotency_in_progress`), so a retry then does not repeat the work.',
+      'Two `Authorization` headers are a malformed key, 401 `unauthorized` (they were 400 `validation_error`); a 401 carries `error="invalid_token"` only when a bearer key was sent, not for another scheme such as `Basic` or a `Bearer` with nothing after it (RFC 6750 §3.1).',
       'Machine-readable description at `/openapi.json` (OpenAPI 3.1, document version 1.0.0), the quick-start guide at `/docs`, the full reference at `/docs_adv` and this changelog.',
     ],
   },

@@ -248,12 +248,22 @@ function streamHolderCheck(deps: PipelineDeps, req: Request, route: RouteDef): S
 }
 
 async function authenticate(deps: PipelineDeps, req: Request, res: Response): Promise<Principal> {
-  const token = bearerToken(req.get('Authorization'));
-  res.locals.keyPresented = token !== undefined;
+  const header = req.get('Authorization');
+  const token = bearerToken(header);
+  res.locals.keyPresented = keyWasSent(header);
   const principal = token ? await dependency(deps.authenticator.authenticate(token)) : null;
   if (!principal) throw new UnauthorizedError();
   res.locals.keyPrefix = principal.key_prefix;
   return principal;
+}
+
+/**
+ * Whether the request carried a bearer key, however malformed (the 401 then says
+ * `error="invalid_token"`). No header, another scheme (`Basic ...`) or `Bearer` with nothing
+ * after it is no key: RFC 6750 §3.1 gives such a request no error code.
+ */
+export function keyWasSent(header: string | undefined): boolean {
+  return header !== undefined && /^Bearer[ ]+\S/i.test(header);
 }
 
 /**

@@ -3,7 +3,7 @@ import type http from 'node:http';
 import type https from 'node:https';
 import type { Duplex } from 'node:stream';
 import express, { type NextFunction, type Request, type Response } from 'express';
-import { ApiError, parseTraceparent, startHop, telemetryOn, ValidationError, withWork, type Logger } from '@fleet/service-kit';
+import { ApiError, parseTraceparent, startHop, telemetryOn, UnauthorizedError, ValidationError, withWork, type Logger } from '@fleet/service-kit';
 import { docsRouter } from '../docs';
 import { apiPipeline, countAgainstCaller, type PipelineDeps } from './api-pipeline';
 import { sendError } from './error-response';
@@ -108,10 +108,11 @@ function headerRules(deps: PipelineDeps) {
       const name = (req.rawHeaders[i] as string).toLowerCase();
       if (!SINGLE_HEADERS.includes(name)) continue;
       if (seen.has(name)) {
-        const failure = new ValidationError(`The ${req.rawHeaders[i]} header was sent more than once; send it once.`);
-        // Two Authorization headers name no one caller: nothing is counted against either.
-        if (name === 'authorization') refuseUnread(req, res, failure);
-        else void refuseBeforeReading(deps, req, res, failure);
+        if (name === 'authorization') {
+          // Two keys name no one caller: a malformed key, 401, and nothing counted against either.
+          res.locals.keyPresented = true;
+          refuseUnread(req, res, new UnauthorizedError());
+        } else void refuseBeforeReading(deps, req, res, new ValidationError(`The ${req.rawHeaders[i]} header was sent more than once; send it once.`));
         return;
       }
       seen.add(name);
