@@ -143,7 +143,15 @@ describe('response conventions', () => {
     const p = await partnerWithKey();
     const res = await api('PUT', '/v1/account', { key: p.key, body: {} });
     expect([res.status, res.body.code]).toEqual([405, 'method_not_allowed']);
-    expect(res.headers.get('allow')).toBe('GET');
+    expect(res.headers.get('allow')).toBe('GET, HEAD');
+  });
+
+  it('answers 405 method_not_allowed on the documents’ paths too', async () => {
+    for (const path of ['/openapi.json', '/docs', '/docs_adv', '/changelog']) {
+      const res = await api('POST', path, { body: {} });
+      expect([res.status, res.body.code, res.headers.get('allow')]).toEqual([405, 'method_not_allowed', 'GET, HEAD']);
+      expect(res.body.request_id).toBe(res.headers.get('x-request-id'));
+    }
   });
 });
 

@@ -210,11 +210,14 @@ describe('docsRouter', () => {
     expectNoExternalResources(html);
   });
 
-  it('answers only its own paths and lets everything else through', async () => {
+  it('answers only its own paths, and only GET and HEAD there, and lets everything else through', async () => {
     expect((await get('/v1/account')).status).toBe(401);
     expect((await get('/docs/other')).status).toBe(404);
     const head = await fetch(`${base}/docs`, { method: 'HEAD' });
     expect(head.status).toBe(200);
-    expect((await fetch(`${base}/docs`, { method: 'POST' })).status).toBe(404);
+    for (const path of ['/docs', '/openapi.json', '/docs_adv', '/changelog', '/prefixed/docs']) {
+      const other = await fetch(`${base}${path}`, { method: 'POST' });
+      expect([other.status, other.headers.get('allow')]).toEqual([405, 'GET, HEAD']);
+    }
   });
 });

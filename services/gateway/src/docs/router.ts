@@ -1,5 +1,6 @@
 import { basename, dirname } from 'node:path';
 import { Router, type Request, type Response } from 'express';
+import { ApiError } from '@fleet/service-kit';
 import { renderChangelog } from './changelog-page';
 import { renderGuide } from './guide';
 import { STATIC_PAGE_CSP } from './html';
@@ -110,6 +111,12 @@ export function docsRouter(getDocument: () => Record<string, unknown>): Router {
     const l = links(req);
     setHtmlHeaders(res, STATIC_PAGE_CSP);
     res.send(renderChangelog({ guide: l.guide, reference: l.reference }));
+  });
+
+  // The documents are read-only: another method on their paths is 405, as on the API's routes.
+  router.all(Object.values(DOCS_PATHS), (req, res, next) => {
+    res.setHeader('Allow', 'GET, HEAD');
+    next(new ApiError(405, 'method_not_allowed', `${req.method} is not allowed here; allowed: GET, HEAD.`));
   });
 
   return router;

@@ -5,7 +5,8 @@ export interface RouteMatch {
   params: Record<string, string>;
 }
 
-export type MatchResult = { kind: 'found'; match: RouteMatch } | { kind: 'wrong_method'; allow: HttpMethod[] } | { kind: 'none' };
+/** `allow` lists the methods the path takes, HEAD wherever GET is (a GET route answers HEAD too). */
+export type MatchResult = { kind: 'found'; match: RouteMatch } | { kind: 'wrong_method'; allow: string[] } | { kind: 'none' };
 
 interface CompiledPath {
   pattern: RegExp;
@@ -61,6 +62,9 @@ export class RouteMatcher {
       if (route) return { kind: 'found', match: { route, params } };
       for (const m of compiled.byMethod.keys()) allow.add(m);
     }
-    return allow.size ? { kind: 'wrong_method', allow: [...allow].sort() } : { kind: 'none' };
+    if (allow.size === 0) return { kind: 'none' };
+    const methods: string[] = [...allow];
+    if (allow.has('GET')) methods.push('HEAD');
+    return { kind: 'wrong_method', allow: methods.sort() };
   }
 }
