@@ -33,14 +33,15 @@ export const ERROR_CODES: readonly ErrorCodeInfo[] = [
   { status: 409, code: 'encryption_unavailable', meaning: 'A secret setting cannot be encrypted for the device; nothing was sent.' },
   { status: 409, code: 'device_offline', meaning: 'Live reading asked of a meter that is not connected.' },
   { status: 409, code: 'idempotency_in_progress', meaning: 'The same Idempotency-Key is still running; retry after `Retry-After` seconds.' },
-  { status: 413, code: '(not named)', meaning: 'Uploaded file over 32 MB.' },
-  { status: 413, code: 'payload_too_large', meaning: 'A JSON request body larger than the gateway accepts.' },
+  { status: 408, code: 'request_timeout', meaning: 'The request (its headers or body) did not arrive in time.' },
+  { status: 413, code: 'payload_too_large', meaning: 'Uploaded file over 32 MB, or a JSON request body over 1 MB.' },
   { status: 415, code: 'unsupported_media_type', meaning: 'Body not sent as `application/json` in UTF-8, or a `Content-Encoding` other than `identity`.' },
   { status: 422, code: 'idempotency_key_reused', meaning: 'Idempotency-Key already used with a different request.' },
   { status: 431, code: 'headers_too_large', meaning: 'The request line and headers exceed 16 KB.' },
   { status: 429, code: 'rate_limited', meaning: 'A rate limit was reached, or you already hold 5 open event streams; honor `Retry-After`.' },
   { status: 500, code: 'internal_error', meaning: 'Internal failure (any 5xx status).' },
   { status: 503, code: 'publish_failed', meaning: 'A valid command could not be delivered to the device broker.' },
+  { status: 503, code: 'broker_unavailable', meaning: 'Provisioning or removal could not reach the device broker; nothing was changed. Retry.' },
   { status: 503, code: 'service_unavailable', meaning: 'The service behind the route is temporarily unavailable; retry after `Retry-After` seconds.' },
 ];
 
