@@ -22,7 +22,7 @@ describe('RouteMatcher', () => {
   });
 
   it('tells a wrong method from an unknown path', () => {
-    expect(matcher.match('POST', '/v1/devices/X')).toEqual({ kind: 'wrong_method', allow: ['DELETE', 'GET'] });
+    expect(matcher.match('POST', '/v1/devices/X')).toEqual({ kind: 'wrong_method', allow: ['DELETE', 'GET', 'HEAD'] });
     expect(matcher.match('GET', '/v1/devices/X/nope')).toEqual({ kind: 'none' });
     expect(matcher.match('GET', '/v1/devices/%E0%A4%A')).toEqual({ kind: 'none' });
   });
