@@ -171,6 +171,10 @@ describe('removal', () => {
     await device.start();
     const unconfirmed = await api('DELETE', `/v1/devices/${id}`, { key });
     expect([unconfirmed.status, unconfirmed.body.code]).toEqual([409, 'confirmation_required']);
+    for (const confirm of [123, false, { id }]) {
+      const mismatched = await api('DELETE', `/v1/devices/${id}`, { key, body: { confirm } });
+      expect([mismatched.status, mismatched.body.code, confirm]).toEqual([409, 'confirmation_required', confirm]);
+    }
     const dropped = new Promise<void>((resolve) => device.once('disconnect', () => resolve()));
     const removed = await api('DELETE', `/v1/devices/${id}?confirm=${id}`, { key });
     expect(removed.status).toBe(204);

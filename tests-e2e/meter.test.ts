@@ -300,9 +300,11 @@ describe('live readings and energy resets through the broker', () => {
       expect([refused.status, refused.body.code, body]).toEqual([409, 'confirmation_required', body]);
       expect(refused.body.request_id).toBe(refused.headers.get('x-request-id'));
     }
-    // A confirm of the wrong type is a bad body (400), as on DELETE /v1/devices/{device_id}.
-    const wrongType = await api('POST', resetPath, { key: partner.key, body: { confirm: 12 } });
-    expect([wrongType.status, wrongType.body.code]).toEqual([400, 'validation_error']);
+    // A confirm that is not even a string is mismatched too (409), as on DELETE /v1/devices/{device_id}.
+    for (const confirm of [12, null, true, [meter.deviceId]]) {
+      const wrongType = await api('POST', resetPath, { key: partner.key, body: { confirm } });
+      expect([wrongType.status, wrongType.body.code, confirm]).toEqual([409, 'confirmation_required', confirm]);
+    }
     const res = await api('POST', `/v1/meter/devices/${meter.deviceId}/resetenergy`, { key: partner.key, body: { confirm: meter.deviceId } });
     expect(res.status).toBe(202);
     const pending = await api('GET', res.headers.get('location') as string, { key: partner.key });

@@ -101,6 +101,8 @@ describe('verbs, settings and what devices report', () => {
     expect([noConfirm.status, noConfirm.body.code]).toEqual([409, 'confirmation_required']);
     const wrong = await api('POST', `/v1/devices/${light.deviceId}/system/commands`, { key: admin.key, body: { command: 'formatfs', confirm: 'ABCDEFABCDEF' } });
     expect([wrong.status, wrong.body.code]).toEqual([409, 'confirmation_required']);
+    const notText = await api('POST', `/v1/devices/${light.deviceId}/system/commands`, { key: admin.key, body: { command: 'formatfs', confirm: 1 } });
+    expect([notText.status, notText.body.code]).toEqual([409, 'confirmation_required']);
     const sent = await api('POST', `/v1/devices/${light.deviceId}/system/commands`, { key: admin.key, body: { command: 'formatfs', confirm: light.deviceId } });
     expect([sent.status, sent.body.payload]).toEqual([202, 'formatfs>']);
     await feedLine(admin.key, light.deviceId, 'formatfs>ok');

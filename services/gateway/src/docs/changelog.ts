@@ -60,6 +60,7 @@ export const CHANGELOG: readonly ChangelogEntry[] = [
       'Two `Authorization` headers are a malformed key, 401 `unauthorized` (they were 400 `validation_error`); a 401 carries `error="invalid_token"` only when a bearer key was sent, not for another scheme such as `Basic` or a `Bearer` with nothing after it (RFC 6750 §3.1).',
       'A 405 `method_not_allowed` lists `HEAD` in `Allow` wherever `GET` is; the documents (`/openapi.json`, `/docs`, `/docs_adv`, `/changelog`) answer another method with 405 and `Allow: GET, HEAD` (it was 404 `unknown_route`).',
       'The error table names every code the service sends: an upload over 32 MB is 413 `payload_too_large` (as a JSON body over 1 MB is), 408 `request_timeout`, and 503 `broker_unavailable` from provisioning and removal.',
+      'A `confirm` that is not a string (a number, `null`, `true`) is mismatched: 409 `confirmation_required` on device removal, energy reset and destructive system commands and settings (it was 400 `validation_error`).',
       'Machine-readable description at `/openapi.json` (OpenAPI 3.1, document version 1.0.0), the quick-start guide at `/docs`, the full reference at `/docs_adv` and this changelog.',
     ],
   },

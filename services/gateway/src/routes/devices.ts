@@ -84,7 +84,9 @@ const provisionAnswer: JsonSchema = {
   },
 };
 
-const confirmSchema: JsonSchema = { type: 'string', description: 'Must equal the device id exactly.' };
+// No type: any value that is not the device id, a number or null included, is the spec's 409
+// confirmation_required, never a 400.
+const confirmSchema: JsonSchema = { description: 'Must equal the device id exactly (a string); anything else is 409 confirmation_required.' };
 
 const healthAnswer: JsonSchema = {
   type: 'object',

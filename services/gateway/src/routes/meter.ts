@@ -313,7 +313,7 @@ export const meterRoutes: RouteDef[] = [
     target: { subject: 'meter.reset.create' },
     device: meter,
     // Not `required` here: a missing confirm is the meter's 409 confirmation_required (spec: "else 409"), never a 400.
-    body: { type: 'object', additionalProperties: false, properties: { confirm: { type: 'string', description: 'Must equal the device id exactly.' } } },
+    body: { type: 'object', additionalProperties: false, properties: { confirm: { description: 'Must equal the device id exactly (a string); anything else is 409 confirmation_required.' } } },
     bodyOptional: true,
     idempotent: true,
     limits: ['destructive'],

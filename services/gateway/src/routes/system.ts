@@ -23,7 +23,8 @@ const fileName: JsonSchema = {
   examples: ['chime.mp3'],
 };
 const dirSchema: JsonSchema = { type: 'string', enum: ['files', 'firmware'] };
-const confirmField: JsonSchema = { type: 'string', description: 'Destructive tier only: must equal the device id exactly (else 409 confirmation_required, nothing sent).' };
+// No type: on the destructive tier any value but the device id is 409 confirmation_required, never a 400.
+const confirmField: JsonSchema = { description: 'Destructive tier only: must equal the device id exactly, a string (else 409 confirmation_required, nothing sent).' };
 
 const publishFailed: ErrorSpec = { status: 503, code: 'publish_failed', when: 'The device broker could not take the message; nothing was sent.' };
 const confirmationRequired: ErrorSpec = { status: 409, code: 'confirmation_required', when: 'A destructive command or setting without `confirm` equal to the device id; nothing was sent.' };
