@@ -282,11 +282,12 @@ describe('deliveries', () => {
     const p = partner([]);
     const hook = await createHook(p, receiver.url, ['device.removed']);
     for (let i = 0; i < 3; i += 1) await call('events.webhook.test', p, { params: { webhook_id: hook.id } });
-    const first = (await call('events.delivery.list', p, { params: { webhook_id: hook.id }, query: { limit: '2' } })) as unknown as { body: { deliveries: Array<{ id: string }>; next_cursor: string } };
+    const first = (await call('events.delivery.list', p, { params: { webhook_id: hook.id }, query: { limit: '2' } })) as unknown as { body: { deliveries: Array<{ id: string }>; next_cursor: string; has_more: boolean } };
     expect(first.body.deliveries).toHaveLength(2);
-    const second = (await call('events.delivery.list', p, { params: { webhook_id: hook.id }, query: { limit: '2', cursor: first.body.next_cursor } })) as unknown as { body: { deliveries: Array<{ id: string }>; next_cursor: string | null } };
+    expect(first.body.has_more).toBe(true);
+    const second = (await call('events.delivery.list', p, { params: { webhook_id: hook.id }, query: { limit: '2', cursor: first.body.next_cursor } })) as unknown as { body: { deliveries: Array<{ id: string }>; next_cursor: string | null; has_more: boolean } };
     expect(second.body.deliveries).toHaveLength(1);
-    expect(second.body.next_cursor).toBeNull();
+    expect([second.body.next_cursor, second.body.has_more]).toEqual([null, false]);
     expect(await call('events.delivery.list', p, { params: { webhook_id: hook.id }, query: { cursor: 'nope' } })).toMatchObject({ ok: false, error: { status: 400 } });
   });
 });

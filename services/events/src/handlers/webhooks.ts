@@ -180,7 +180,8 @@ export function webhookHandlers(deps: WebhookDeps): ServiceHandlers<EventsSubjec
       const page = rows.slice(0, limit);
       const last = page[page.length - 1];
       const held = !webhook.enabled;
-      return { body: { deliveries: page.map((d) => deliveryView(d, { held })), next_cursor: rows.length > limit && last ? deliveryCursor(webhook.id, last.seq) : null } };
+      const hasMore = rows.length > limit && last !== undefined;
+      return { body: { deliveries: page.map((d) => deliveryView(d, { held })), next_cursor: hasMore ? deliveryCursor(webhook.id, last.seq) : null, has_more: hasMore } };
     },
 
     'events.delivery.redeliver': async (req) => {

@@ -61,6 +61,7 @@ export const CHANGELOG: readonly ChangelogEntry[] = [
       'A 405 `method_not_allowed` lists `HEAD` in `Allow` wherever `GET` is; the documents (`/openapi.json`, `/docs`, `/docs_adv`, `/changelog`) answer another method with 405 and `Allow: GET, HEAD` (it was 404 `unknown_route`).',
       'The error table names every code the service sends: an upload over 32 MB is 413 `payload_too_large` (as a JSON body over 1 MB is), 408 `request_timeout`, and 503 `broker_unavailable` from provisioning and removal.',
       'A `confirm` that is not a string (a number, `null`, `true`) is mismatched: 409 `confirmation_required` on device removal, energy reset and destructive system commands and settings (it was 400 `validation_error`).',
+      'The webhook delivery log (`GET /v1/webhooks/{webhook_id}/deliveries`) answers `has_more` beside `next_cursor`, as every paged list does.',
       'Machine-readable description at `/openapi.json` (OpenAPI 3.1, document version 1.0.0), the quick-start guide at `/docs`, the full reference at `/docs_adv` and this changelog.',
     ],
   },

@@ -290,7 +290,7 @@ export const eventRoutes: RouteDef[] = [
     responses: {
       200: {
         description: 'A page of the log',
-        schema: { type: 'object', required: ['deliveries', 'next_cursor'], properties: { deliveries: { type: 'array', items: delivery }, next_cursor: { type: ['string', 'null'] } } },
+        schema: { type: 'object', required: ['deliveries', 'next_cursor', 'has_more'], properties: { deliveries: { type: 'array', items: delivery }, next_cursor: { type: ['string', 'null'] }, has_more: { type: 'boolean', description: 'Another page waits: pass next_cursor as cursor.' } } },
       },
     },
     errors: [{ status: 400, code: 'validation_error', when: 'An invalid parameter, or a cursor that is not one of this endpoint’s.' }, webhookNotFound],
