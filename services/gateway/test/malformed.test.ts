@@ -32,6 +32,11 @@ const testRoutes: RouteDef[] = [
     permission: null, target: { subject: subject('echo') }, idempotent: true, params: { thing_id: { type: 'string' } }, responses: { 202: { description: 'ok' } },
   },
   {
+    method: 'POST', path: '/v1/guarded', operationId: 'guarded', tag: 'Test', summary: 'needs a permission',
+    permission: 'raw_commands', target: { subject: subject('echo') }, idempotent: true,
+    body: { type: 'object', properties: { name: { type: 'string' } } }, responses: { 200: { description: 'ok' } },
+  },
+  {
     method: 'GET', path: '/v1/search', operationId: 'search', tag: 'Test', summary: 'search', permission: null, target: { subject: subject('echo') },
     query: {
       properties: {
@@ -166,6 +171,24 @@ describe('Content-Encoding', () => {
     const anonymous = await call(gw.url, 'POST', '/v1/things/a', { body: '{"name":"x"}', headers: { 'Content-Type': 'application/json', 'Content-Encoding': 'gzip' } });
     expectError(anonymous, 415, 'unsupported_media_type');
     expect(anonymous.headers.get('ratelimit-limit')).toBeNull();
+  });
+
+  it('answers a caller without the route’s permission 403 before refusing the rest of the request', async () => {
+    const without = await gw.partner(['--permissions', 'health_read']);
+    const holder = await gw.partner(['--permissions', 'raw_commands']);
+    const oversize = `{"name":"${'x'.repeat(1_100_000)}"}`;
+    const requests: Array<[number, string, (key: string) => Promise<CallResult>]> = [
+      [415, 'unsupported_media_type', (k) => call(gw.url, 'POST', '/v1/guarded', { key: k, body: '{}', headers: { 'Content-Type': 'application/json', 'Content-Encoding': 'gzip' } })],
+      [413, 'payload_too_large', (k) => call(gw.url, 'POST', '/v1/guarded', { key: k, body: oversize })],
+      [400, 'validation_error', (k) => call(gw.url, 'POST', '/v1/guarded?q=%ZZ', { key: k, body: '{}' })],
+      [400, 'validation_error', (k) => rawRequest('POST', '/v1/guarded', [['Authorization', `Bearer ${k}`], ['Content-Type', 'application/json'], ['Idempotency-Key', 'a'], ['Idempotency-Key', 'b']], '{}')],
+    ];
+    for (const [status, code, send] of requests) {
+      const refused = await send(without.key);
+      expect([refused.status, refused.body.code, refused.body.required_permission]).toEqual([403, 'forbidden', 'raw_commands']);
+      expect(refused.headers.get('ratelimit-limit')).not.toBeNull();
+      expectError(await send(holder.key), status, code);
+    }
   });
 
   it('accepts identity', async () => {

@@ -62,6 +62,7 @@ export const CHANGELOG: readonly ChangelogEntry[] = [
       'The error table names every code the service sends: an upload over 32 MB is 413 `payload_too_large` (as a JSON body over 1 MB is), 408 `request_timeout`, and 503 `broker_unavailable` from provisioning and removal.',
       'A `confirm` that is not a string (a number, `null`, `true`) is mismatched: 409 `confirmation_required` on device removal, energy reset and destructive system commands and settings (it was 400 `validation_error`).',
       'The webhook delivery log (`GET /v1/webhooks/{webhook_id}/deliveries`) answers `has_more` beside `next_cursor`, as every paged list does.',
+      'A request refused before its body is read (a `Content-Encoding`, a body over 1 MB, a header sent twice, a query string that is not UTF-8) is 403 `forbidden` with `required_permission` when your key lacks the route’s permission, as every other request is.',
       'Machine-readable description at `/openapi.json` (OpenAPI 3.1, document version 1.0.0), the quick-start guide at `/docs`, the full reference at `/docs_adv` and this changelog.',
     ],
   },

@@ -150,7 +150,7 @@ export API_KEY='&lt;your API key&gt;'</code></pre>
 
 <section id="permissions">
 <h2>Permissions and scope</h2>
-<p>Each partner holds independent boolean permissions; none implies another. Permissions are checked before the rest of the request, so a granted permission can still be followed by another refusal. A request lacking a needed permission, or targeting a channel, command or setting you are not permitted, is <code>403 forbidden</code>; when a missing permission causes it, the body names it in <code>required_permission</code>.</p>
+<p>Each partner holds independent boolean permissions; none implies another. Permissions are checked before the rest of the request (right after your key and request rate limit: also before a body that is too large, compressed or of another media type, a header sent twice or a malformed query string), so a granted permission can still be followed by another refusal. A request lacking a needed permission, or targeting a channel, command or setting you are not permitted, is <code>403 forbidden</code>; when a missing permission causes it, the body names it in <code>required_permission</code>.</p>
 <p>A device is visible to you only if it sits in an organization subtree granted to you, or you hold <code>access_all_devices</code>. A device outside your scope answers <code>404 not_found</code>, exactly like a device that does not exist. Destructive operations (destructive system verbs, connection/identity settings writes, device removal, energy reset) also need <code>confirm</code> equal to the device id.</p>
 <table>
 <thead><tr><th scope="col">Permission</th><th scope="col">Grants</th></tr></thead>

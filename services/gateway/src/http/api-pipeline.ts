@@ -273,9 +273,10 @@ export function keyWasSent(header: string | undefined): boolean {
  * window before media type and validation). A missing or bad key does not turn the answer into
  * a 401.
  */
-export async function countAgainstCaller(deps: PipelineDeps, req: Request, res: Response): Promise<void> {
+export async function countAgainstCaller(deps: PipelineDeps, req: Request, res: Response): Promise<Principal | undefined> {
   const caller = await authenticate(deps, req, res).catch(() => undefined);
   if (caller) await spendRequestWindow(deps, caller, res);
+  return caller;
 }
 
 async function spendRequestWindow(deps: PipelineDeps, principal: Principal, res: Response): Promise<void> {

@@ -5,6 +5,7 @@ import type { Duplex } from 'node:stream';
 import express, { type NextFunction, type Request, type Response } from 'express';
 import { ApiError, parseTraceparent, startHop, telemetryOn, UnauthorizedError, ValidationError, withWork, type Logger } from '@fleet/service-kit';
 import { docsRouter } from '../docs';
+import { checkAccess } from './access';
 import { apiPipeline, countAgainstCaller, type PipelineDeps } from './api-pipeline';
 import { sendError } from './error-response';
 import { countAnswer } from './request-metrics';
@@ -139,7 +140,11 @@ function headerRules(deps: PipelineDeps) {
 async function refuseBeforeReading(deps: PipelineDeps, req: Request, res: Response, failure: unknown): Promise<void> {
   let answer = failure;
   try {
-    await countAgainstCaller(deps, req, res);
+    const caller = await countAgainstCaller(deps, req, res);
+    // Permissions come before the rest of the request: a caller without the route's permission
+    // learns that (403), not what else is wrong with a request it may not make.
+    const found = caller ? deps.matcher.match(req.method, req.path) : undefined;
+    if (caller && found?.kind === 'found') checkAccess(found.match.route, caller, found.match.params, Buffer.alloc(0));
   } catch (err) {
     answer = err;
   }
