@@ -299,6 +299,19 @@ describe('reading devices and scope', () => {
     expect(err(await call('registry.device.health', admin, { params: { device_id: inSouth }, query: { hours: 721 } })).status).toBe(400);
     expect(err(await call('registry.device.health', admin, { params: { device_id: inSouth }, query: { limit: 501 } })).status).toBe(400);
   });
+
+  it('reads a device however deep below its granted root it sits, as the listing shows it', async () => {
+    let node = (await createOrgNode(testDb.db, `Deep ${uniqueId()}`, null)).id;
+    const root = node;
+    for (let level = 0; level < 80; level += 1) node = (await createOrgNode(testDb.db, `L${level}`, node)).id;
+    const deep = (await provision(admin, {})).id;
+    await testDb.db.device.update({ where: { deviceId: deep }, data: { orgNodeId: node } });
+    const scoped = principal({ org_grants: [root] });
+    const listed = ok(await call('registry.device.list', scoped)).body as { devices: { device_id: string }[] };
+    expect(listed.devices.map((d) => d.device_id)).toEqual([deep]);
+    expect(ok(await call('registry.device.get', scoped, { params: { device_id: deep } })).body).toMatchObject({ device_id: deep });
+    ok(await call('registry.scope.resolve', scoped, { params: { device_id: deep } }));
+  });
 });
 
 describe('connectivity for other services', () => {

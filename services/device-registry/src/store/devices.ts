@@ -35,6 +35,7 @@ const fromRow = (r: DeviceRow): DeviceRecord => ({
 /**
  * The device when it lies in the scope, else null (nonexistent and out of scope are the same).
  * Walks up from the device's node: in scope when any ancestor (itself included) is a granted root.
+ * No depth limit, as the listing has none: a device listed is a device readable however deep it sits.
  */
 export async function findDeviceInScope(db: RegistryTx, deviceId: string, scope: Scope): Promise<DeviceRecord | null> {
   const grants = scope.all ? [] : scope.grants;
@@ -43,10 +44,10 @@ export async function findDeviceInScope(db: RegistryTx, deviceId: string, scope:
     FROM devices d
     WHERE d.device_id = ${deviceId}
       AND (${scope.all}::boolean OR EXISTS (
-        WITH RECURSIVE up(id, parent_id, depth) AS (
-          SELECT n.id, n.parent_id, 0 FROM org_nodes n WHERE n.id = d.org_node_id
-          UNION ALL
-          SELECT p.id, p.parent_id, up.depth + 1 FROM org_nodes p JOIN up ON p.id = up.parent_id WHERE up.depth < 64
+        WITH RECURSIVE up(id, parent_id) AS (
+          SELECT n.id, n.parent_id FROM org_nodes n WHERE n.id = d.org_node_id
+          UNION
+          SELECT p.id, p.parent_id FROM org_nodes p JOIN up ON p.id = up.parent_id
         )
         SELECT 1 FROM up WHERE up.id = ANY(${grants}::int[])
       ))`;
