@@ -65,11 +65,13 @@ export interface Acknowledgement {
 
 /**
  * Reads a `sys/resp` acknowledgement: the line without its trailing `>`, then `>`, then the
- * result (`failed` may carry `:<reason>`). Log lines (`log>...`) and anything else give null.
+ * result (`failed` may carry `:<reason>`), optionally ended by a line terminator. Log lines
+ * (`log>...`) and anything else give null.
  */
 export function parseAcknowledgement(line: string): Acknowledgement | null {
   if (line.startsWith('log>')) return null;
-  const m = /^([a-z_]+)>(?:(.*)>)?(ok|failed|applied|unknown|duplicate)(?::(.*))?$/s.exec(line);
+  // Firmware that writes its line with println ends it in CR LF or LF: the terminator is no part of it.
+  const m = /^([a-z_]+)>(?:(.*)>)?(ok|failed|applied|unknown|duplicate)(?::(.*))?$/s.exec(line.replace(/[\r\n]+$/, ''));
   if (!m) return null;
   const [, verb, rawArgs, result, reason] = m as unknown as [string, string, string | undefined, AckResult, string | undefined];
   return { verb, rawArgs: rawArgs ?? '', result, reason: result === 'failed' ? (reason ?? null) : null };

@@ -121,4 +121,12 @@ describe('sys/exe lines', () => {
     expect(parseAcknowledgement('log>booted')).toBeNull();
     expect(parseAcknowledgement('query>maybe')).toBeNull();
   });
+
+  it('reads an acknowledgement ended by a line terminator as the same acknowledgement', () => {
+    for (const end of ['\n', '\r\n', '\r']) {
+      expect(parseAcknowledgement(`query>ok${end}`)).toEqual({ verb: 'query', rawArgs: '', result: 'ok', reason: null });
+      expect(parseAcknowledgement(`addfile>name=a.mp3>failed:sha256 mismatch${end}`)).toEqual({ verb: 'addfile', rawArgs: 'name=a.mp3', result: 'failed', reason: 'sha256 mismatch' });
+    }
+    expect(parseAcknowledgement('query>ok\nmore')).toBeNull();
+  });
 });

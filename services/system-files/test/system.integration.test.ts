@@ -185,15 +185,17 @@ describe('what devices report', () => {
   it('lists acknowledgements and log lines oldest first, the last ten minutes by default, and pages by cursor without skipping', async () => {
     const id = randomDeviceId();
     await captured(js, stream.prefix, { deviceId: id, levels: 'sys/resp', payload: 'query>ok', receivedAt: new Date(Date.now() - 20 * 60_000) });
-    const lines = ['set>volume=5>ok', 'log>rebooting', 'addfile>name=a.mp3;sha256=00;url=u>failed:sha256 mismatch', 'weird line'];
+    const lines = ['set>volume=5>ok', 'log>rebooting', 'addfile>name=a.mp3;sha256=00;url=u>failed:sha256 mismatch', 'weird line', 'set>volume=6>ok\r\n'];
     for (const line of lines) await captured(js, stream.prefix, { deviceId: id, levels: 'sys/resp', payload: line });
-    await waitFor(async () => (await list(id)).rows.length === 4);
+    await waitFor(async () => (await list(id)).rows.length === 5);
     const page = await list(id);
     expect(page.rows.map((r) => r.line)).toEqual(lines);
     expect(page.rows[0]).toMatchObject({ kind: 'ack', command: 'set>volume=5', result: 'ok' });
     expect(page.rows[1]).toMatchObject({ kind: 'log', text: 'rebooting' });
     expect(page.rows[2]).toMatchObject({ kind: 'ack', result: 'failed', reason: 'sha256 mismatch' });
     expect(page.rows[3]).toMatchObject({ kind: 'other' });
+    // A line ended the println way is the same acknowledgement; the feed keeps it as sent.
+    expect(page.rows[4]).toMatchObject({ kind: 'ack', command: 'set>volume=6', result: 'ok' });
     const older = await list(id, { since: new Date(Date.now() - 3_600_000).toISOString() });
     expect(older.rows[0]).toMatchObject({ line: 'query>ok' });
 
