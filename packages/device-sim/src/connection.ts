@@ -13,6 +13,12 @@ export interface ConnectionEvents {
   message(topic: string, payload: Buffer, qos: 0 | 1 | 2, retain: boolean): void;
 }
 
+/**
+ * MQTT 5's Session Expiry Interval that never expires: without one an MQTT 5 session ends at
+ * disconnect, which is clean session on, and the protocol wants it off.
+ */
+export const SESSION_NEVER_EXPIRES = 0xffff_ffff;
+
 /** The MQTT CONNECT a device sends: client id = username = device id, persistent session, `offline` will. */
 export function connectOptions(opts: DeviceOptions, password: string | undefined, base: string): IClientOptions {
   const v5 = opts.protocolVersion === 5 || opts.sessionExpirySec !== undefined;
@@ -27,7 +33,7 @@ export function connectOptions(opts: DeviceOptions, password: string | undefined
     connectTimeout: opts.connectTimeoutMs ?? 30_000,
     resubscribe: false,
     will: { topic: `${base}/status`, payload: Buffer.from('offline'), qos: 1, retain: true },
-    ...(v5 && opts.sessionExpirySec !== undefined ? { properties: { sessionExpiryInterval: opts.sessionExpirySec } } : {}),
+    ...(v5 ? { properties: { sessionExpiryInterval: opts.sessionExpirySec ?? SESSION_NEVER_EXPIRES } } : {}),
   };
 }
 

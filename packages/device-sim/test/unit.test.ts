@@ -11,6 +11,7 @@ import {
   sealSetting,
   SimClock,
 } from '@fleet/device-sim';
+import { connectOptions, SESSION_NEVER_EXPIRES } from '../src/connection';
 
 describe('credentials', () => {
   // Vectors computed independently (Python hmac/hashlib, HKDF written out per RFC 5869).
@@ -99,5 +100,20 @@ describe('clocks', () => {
     expect(fired).toEqual([...fired].sort((a, b) => a - b));
     expect(clock.now() - start).toBeGreaterThanOrEqual(150_000);
     clock.stop();
+  });
+});
+
+describe('the CONNECT a device sends', () => {
+  const base = 'light/0A0000000001';
+  const opts = { deviceId: '0A0000000001', brokerUrl: 'mqtt://x' };
+
+  it('keeps its session on either protocol version: clean off, and on MQTT 5 a session that outlives the connection', () => {
+    const v4 = connectOptions({ ...opts, protocolVersion: 4 }, 'pw', base);
+    expect([v4.clean, v4.protocolVersion, v4.properties]).toEqual([false, 4, undefined]);
+    const v5 = connectOptions({ ...opts, protocolVersion: 5 }, 'pw', base);
+    expect([v5.clean, v5.protocolVersion, v5.properties?.sessionExpiryInterval]).toEqual([false, 5, SESSION_NEVER_EXPIRES]);
+    const tidy = connectOptions({ ...opts, protocolVersion: 5, sessionExpirySec: 10 }, 'pw', base);
+    expect(tidy.properties?.sessionExpiryInterval).toBe(10);
+    expect(v5.will).toMatchObject({ topic: `${base}/status`, qos: 1, retain: true });
   });
 });
