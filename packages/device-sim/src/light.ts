@@ -44,7 +44,8 @@ interface SensorState {
 
 /**
  * A notification light: echoes every `cmd/<channel>` payload on `state/<channel>` (retained,
- * QoS 1; `off`, and `stop` on sound, become the empty string) and relays tdl sensor readings.
+ * QoS 1; `off`, and `stop` on sound, become the empty string; a one-shot goes back to the empty
+ * string once played, see oneShotMs) and relays tdl sensor readings.
  */
 export class SimulatedLight extends SimulatedDevice {
   readonly product: Product = 'light';
@@ -52,6 +53,8 @@ export class SimulatedLight extends SimulatedDevice {
   readonly channels: Record<LightChannel, string> = { light1: '', light2: '', light3: '', sound: '', contact: '' };
   private readonly sensors: Map<string, SensorState>;
   private readonly lightOpts: LightOptions;
+  /** When each channel's one-shot (a contact pulse, an overlay played once) ends. */
+  private readonly endings: Partial<Record<LightChannel, ScheduledTask>> = {};
 
   constructor(options: LightOptions) {
     super(options);
@@ -77,7 +80,20 @@ export class SimulatedLight extends SimulatedDevice {
     const text = payload.toString('utf8');
     const idle = text === 'off' || (channel === 'sound' && text === 'stop');
     const active = idle ? '' : text;
-    this.channels[channel as LightChannel] = active;
+    this.setChannel(channel as LightChannel, active);
+    const lasts = oneShotMs(channel as LightChannel, active);
+    if (lasts !== undefined) {
+      // A one-shot ends on its own: the channel is idle again once it has played.
+      this.endings[channel as LightChannel] = this.clock.at(this.clock.now() + lasts, () => {
+        if (this.channels[channel as LightChannel] === active) this.setChannel(channel as LightChannel, '');
+      });
+    }
+  }
+
+  private setChannel(channel: LightChannel, active: string): void {
+    this.clock.cancel(this.endings[channel]);
+    this.endings[channel] = undefined;
+    this.channels[channel] = active;
     void this.publish(`state/${channel}`, active, 1, true);
   }
 
@@ -131,6 +147,23 @@ export class SimulatedLight extends SimulatedDevice {
     const breach = s.forced?.breach ?? (temp !== null && temp > (s.options.breachAboveC ?? 8));
     return { temp_c: temp, humidity, breach, at: Math.floor(atMs / 1000) };
   }
+}
+
+/**
+ * How long a payload stays active when it ends on its own: `pulse:<ms>` on contact, and an
+ * overlay `<effect>@<duration_ms>/0` (played once) on light2 or light3. Everything else stays
+ * until replaced (a sound plays for as long as its file, which the simulator does not know).
+ */
+export function oneShotMs(channel: LightChannel, payload: string): number | undefined {
+  if (channel === 'contact') {
+    const pulse = /^pulse:(\d+)$/.exec(payload);
+    return pulse ? Number(pulse[1]) : undefined;
+  }
+  if (channel === 'light2' || channel === 'light3') {
+    const overlay = /@(\d+)\/0$/.exec(payload);
+    return overlay ? Number(overlay[1]) : undefined;
+  }
+  return undefined;
 }
 
 function round(x: number, digits: number): number {

@@ -1,6 +1,6 @@
 import { createServer, type Socket } from 'node:net';
 import { randomDeviceId } from '@fleet/test-kit';
-import { deriveBrokerPassword, deriveSettingsKey, LIGHT_CHANNELS, sealSetting, SimulatedLight, type MqttProbe } from '@fleet/device-sim';
+import { deriveBrokerPassword, deriveSettingsKey, LIGHT_CHANNELS, ManualClock, sealSetting, SimulatedLight, type MqttProbe } from '@fleet/device-sim';
 import { BROKER, cleanup, openProbe, ROOT_SECRET, TIDY, uniqueRoot } from './helpers';
 
 const root = uniqueRoot('light');
@@ -105,6 +105,33 @@ describe('SimulatedLight', () => {
       expect((await state).text).toBe('');
       expect(d.channels[ch]).toBe('');
     }
+  });
+
+  it('goes idle on its own after a one-shot: a contact pulse, an overlay played once', async () => {
+    const clock = new ManualClock(Date.UTC(2026, 11, 2, 9, 0, 0));
+    const d = light({ clock });
+    await d.start();
+    await probe.waitFor((m) => m.topic === `${d.base}/sys/settings`);
+    const command = async (ch: string, payload: string) => {
+      const state = probe.next((m) => m.topic === `${d.base}/state/${ch}`);
+      await probe.publish(`${d.base}/cmd/${ch}`, payload, { qos: 1 });
+      expect((await state).text).toBe(payload);
+    };
+    await command('contact', 'pulse:500');
+    await command('light2', 'chase:FF0000,500,3@5000/0');
+    await command('light3', 'solid:0000FF@5000/60000');
+    const contactIdle = probe.next((m) => m.topic === `${d.base}/state/contact`);
+    clock.advance(500);
+    expect([(await contactIdle).text, (await contactIdle).retain]).toEqual(['', false]);
+    const overlayIdle = probe.next((m) => m.topic === `${d.base}/state/light2`);
+    clock.advance(4500);
+    expect((await overlayIdle).text).toBe('');
+    // An overlay that repeats, and a one-shot replaced before it ended, stay as they are.
+    await command('contact', 'pulse:1000');
+    await command('contact', 'on');
+    clock.advance(60_000);
+    expect([d.channels.light3, d.channels.contact, d.channels.light2]).toEqual(['solid:0000FF@5000/60000', 'on', '']);
+    expect(d.sent.filter((m) => m.sub === 'state/contact').map((m) => m.payload.toString())).toEqual(['pulse:500', '', 'pulse:1000', 'on']);
   });
 
   it('acknowledges every common verb exactly per the grammar', async () => {
