@@ -47,6 +47,18 @@ export function parseDeviceTopic(topic: string, roots: TopicRoots): DeviceTopic 
 }
 
 /**
+ * The levels after `<root>/<device_id>/` of a device's topic whatever the root's depth (`light`
+ * or `acme/light`): a consumer knows the device from the capture subject, not the root. Undefined
+ * when the id is not a level after the first or nothing follows it.
+ */
+export function levelsAfterDevice(topic: string, deviceId: string): string[] | undefined {
+  const levels = topic.split('/');
+  const at = levels.indexOf(deviceId, 1);
+  if (at < 1 || at === levels.length - 1) return undefined;
+  return levels.slice(at + 1);
+}
+
+/**
  * A topic level as a NATS subject token: '.', '*', '>', whitespace (and other control
  * characters) become '_'; an empty level is '_'.
  */

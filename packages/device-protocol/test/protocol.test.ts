@@ -18,6 +18,7 @@ import {
   isRootSecret,
   isSecretSettingKey,
   openSetting,
+  levelsAfterDevice,
   parseAcknowledgement,
   parseCaptureSubject,
   parseDeviceTopic,
@@ -120,6 +121,14 @@ describe('sys/exe lines', () => {
     expect(parseAcknowledgement('resetenergy>>failed:unreadable token')).toEqual({ verb: 'resetenergy', rawArgs: '', result: 'failed', reason: 'unreadable token' });
     expect(parseAcknowledgement('log>booted')).toBeNull();
     expect(parseAcknowledgement('query>maybe')).toBeNull();
+  });
+
+  it('finds the levels after the device id under a root of any depth', () => {
+    expect(levelsAfterDevice('light/0123456789AB/tele/heartbeat', '0123456789AB')).toEqual(['tele', 'heartbeat']);
+    expect(levelsAfterDevice('acme/eu/light/0123456789AB/tdl/a.1', '0123456789AB')).toEqual(['tdl', 'a.1']);
+    expect(levelsAfterDevice('0123456789AB/tele/x', '0123456789AB')).toBeUndefined();
+    expect(levelsAfterDevice('light/0123456789AB', '0123456789AB')).toBeUndefined();
+    expect(levelsAfterDevice('light/FFFFFFFFFFFF/tele/x', '0123456789AB')).toBeUndefined();
   });
 
   it('reads an acknowledgement ended by a line terminator as the same acknowledgement', () => {

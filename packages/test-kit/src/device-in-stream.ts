@@ -25,6 +25,8 @@ export interface CapturedMessage {
   levels: string;
   payload: string | object;
   product?: 'light' | 'meter';
+  /** The topic root (default the product's name); a fleet may configure one of several levels. */
+  root?: string;
   direction?: 'in' | 'out';
   receivedAt?: Date;
   msgId?: string;
@@ -34,7 +36,7 @@ export interface CapturedMessage {
 export async function captureDeviceMessage(js: JetStreamClient, prefix: string, message: CapturedMessage): Promise<void> {
   const product = message.product ?? 'light';
   const h = headers();
-  h.set('Mqtt-Topic', `${product}/${message.deviceId}/${message.levels}`);
+  h.set('Mqtt-Topic', `${message.root ?? product}/${message.deviceId}/${message.levels}`);
   h.set('Received-At', (message.receivedAt ?? new Date()).toISOString());
   h.set('Mqtt-Retain', '0');
   h.set('Mqtt-Qos', '1');

@@ -97,6 +97,13 @@ describe('readings', () => {
     });
   });
 
+  it('reads the sensor id under a topic root of more than one level', () => {
+    const reading = { temp_c: 4.5, humidity: 40, breach: false, at };
+    expect(parse('acme/site-2/light/0123456789AB/tdl/fridge.1', reading)).toMatchObject({ ok: true, reading: { tdlId: 'fridge.1', tempC: 4.5 } });
+    expect(parse('acme/light/0123456789AB/tdl/fridge.1/extra', reading).ok).toBe(false);
+    expect(parse('acme/light/FFFFFFFFFFFF/tdl/fridge.1', reading).ok).toBe(false);
+  });
+
   it('refuses what the protocol does not allow, with a reason', () => {
     expect(parse('light/0123456789AB/tdl/bad id', { temp_c: 1, humidity: 1, breach: false, at }).ok).toBe(false);
     expect(parse('light/0123456789AB/tdl/a', 'not json').ok).toBe(false);

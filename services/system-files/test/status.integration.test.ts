@@ -101,6 +101,16 @@ describe('status feed', () => {
     expect((body.snapshots as Array<{ kind: string }>).map((s) => s.kind)).toEqual(['k3', 'k2']);
   });
 
+  it('reads snapshots and heartbeats under a topic root of more than one level', async () => {
+    const id = randomDeviceId();
+    registry.connectivity.set(id, connectivity);
+    await captured(js, stream.prefix, { deviceId: id, root: 'acme/eu/light', levels: 'tele/heartbeat', payload: { uptime_s: 7 } });
+    await captured(js, stream.prefix, { deviceId: id, root: 'acme/eu/light', levels: 'tele/power', payload: { w: 3 } });
+    const body = await status(id, {});
+    expect((body.heartbeats as Array<{ uptime_s: number }>).map((h) => h.uptime_s)).toEqual([7]);
+    expect((body.snapshots as Array<{ kind: string }>).map((s) => s.kind)).toEqual(['power']);
+  });
+
   it('a device that never sent anything: null and empty lists', async () => {
     const id = randomDeviceId();
     registry.connectivity.set(id, { status: 'disconnected', status_changed_at: null, last_seen_at: null });

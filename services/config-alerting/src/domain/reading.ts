@@ -3,6 +3,7 @@
  * `{"temp_c": number or null, "humidity": number or null, "breach": boolean, "at": epoch seconds}`.
  * Pure: anything else is refused with a reason, never thrown at the consumer.
  */
+import { levelsAfterDevice } from '@fleet/device-protocol';
 import { isSensorId } from './sensor-id';
 
 export interface Reading {
@@ -23,15 +24,15 @@ export type ParsedReading = { ok: true; reading: Reading } | { ok: false; reason
 
 const nullableNumber = (v: unknown): v is number | null => v === null || (typeof v === 'number' && Number.isFinite(v));
 
-/** The sensor id from the MQTT topic `<root>/<device_id>/tdl/<tdl_id>`. */
-export function sensorIdOfTopic(topic: string): string | undefined {
-  const levels = topic.split('/');
-  if (levels.length !== 4 || levels[2] !== 'tdl') return undefined;
-  return isSensorId(levels[3]) ? levels[3] : undefined;
+/** The sensor id from the MQTT topic `<root>/<device_id>/tdl/<tdl_id>` (a root of any depth). */
+export function sensorIdOfTopic(topic: string, deviceId: string): string | undefined {
+  const levels = levelsAfterDevice(topic, deviceId);
+  if (levels?.length !== 2 || levels[0] !== 'tdl') return undefined;
+  return isSensorId(levels[1]) ? levels[1] : undefined;
 }
 
 export function parseReading(deviceId: string, topic: string, payload: Uint8Array, receivedAt: Date): ParsedReading {
-  const tdlId = sensorIdOfTopic(topic);
+  const tdlId = sensorIdOfTopic(topic, deviceId);
   if (!tdlId) return { ok: false, reason: 'topic is not <root>/<device_id>/tdl/<tdl_id> with a valid sensor id' };
   let doc: unknown;
   try {

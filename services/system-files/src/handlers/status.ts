@@ -4,6 +4,7 @@
  * (`<r>/tele/<kind>`) and heartbeats (`<r>/tele/heartbeat`), newest first, as long as DEVICE_IN
  * keeps them (`history_hours`); of a device id removed before, only what it sent since.
  */
+import { levelsAfterDevice } from '@fleet/device-protocol';
 import { ValidationError, type HandlerContext, type HandlerResult, type RequestOf } from '@fleet/service-kit';
 import { fromHistory, readUntil, type CapturedMessage } from '../history/device-in-history';
 import { lastRemoval } from '../store/removals';
@@ -14,10 +15,10 @@ export const STATUS_DEFAULT_LIMIT = 20;
 /** The share of the bus's largest message the snapshots of one answer may take. */
 const SNAPSHOT_SHARE = 0.5;
 
-/** The kind of a `<root>/<id>/tele/<kind>` topic. */
-function teleKind(topic: string): string | undefined {
-  const levels = topic.split('/');
-  return levels.length === 4 && levels[2] === 'tele' ? levels[3] : undefined;
+/** The kind of a `<root>/<id>/tele/<kind>` topic (a root of any depth). */
+function teleKind(m: CapturedMessage, deviceId: string): string | undefined {
+  const levels = levelsAfterDevice(m.topic, deviceId);
+  return levels?.length === 2 && levels[0] === 'tele' ? levels[1] : undefined;
 }
 
 /** Telemetry is JSON; anything else is kept as the text it is. */
@@ -31,8 +32,8 @@ function dataOf(payload: string): unknown {
 
 const numberOrNull = (value: unknown): number | null => (typeof value === 'number' && Number.isFinite(value) ? value : null);
 
-function snapshotView(m: CapturedMessage): Record<string, unknown> {
-  return { kind: teleKind(m.topic), data: dataOf(m.payload), received_at: m.receivedAt };
+function snapshotView(m: CapturedMessage, deviceId: string): Record<string, unknown> {
+  return { kind: teleKind(m, deviceId), data: dataOf(m.payload), received_at: m.receivedAt };
 }
 
 function heartbeatView(m: CapturedMessage): Record<string, unknown> {
@@ -79,14 +80,14 @@ export async function deviceStatus(deps: SystemDeps, req: RequestOf<'system.stat
         limit,
         until,
         match: (m) => {
-          const kind = teleKind(m.topic);
+          const kind = teleKind(m, deviceId);
           return kind !== undefined && kind !== 'heartbeat' && sinceRemoval(m);
         },
         weigh: (m) => Buffer.byteLength(m.payload, 'utf8') + 100,
         maxWeight: snapshotBytes,
       }),
     ),
-    fromHistory(ctx, () => deps.history.newest([`${base}.tele.heartbeat`], { limit, until, match: (m) => teleKind(m.topic) === 'heartbeat' && sinceRemoval(m) })),
+    fromHistory(ctx, () => deps.history.newest([`${base}.tele.heartbeat`], { limit, until, match: (m) => teleKind(m, deviceId) === 'heartbeat' && sinceRemoval(m) })),
     fromHistory(ctx, () => deps.history.retentionHours(until)),
   ]);
   return {
@@ -97,7 +98,7 @@ export async function deviceStatus(deps: SystemDeps, req: RequestOf<'system.stat
       status_changed_at: link.status_changed_at,
       last_seen_at: link.last_seen_at,
       last_connection: last ? { payload: last.payload, received_at: last.receivedAt } : null,
-      snapshots: snapshots.messages.map(snapshotView),
+      snapshots: snapshots.messages.map((m) => snapshotView(m, deviceId)),
       heartbeats: heartbeats.messages.map(heartbeatView),
       history_hours: historyHours,
     },
