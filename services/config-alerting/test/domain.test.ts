@@ -16,7 +16,7 @@ const fieldOf = (work: () => unknown): string => {
 };
 
 describe('profile rules', () => {
-  it('accepts up to 20 rules of 1 to 8 conditions and names the rule and field it refuses', () => {
+  it('accepts up to 20 rules of up to 8 conditions and names the rule and field it refuses', () => {
     const rule = { all: [{ metric: 'max_temp_c', op: '>', value: 8 }], level: 'WARNING' };
     expect(checkRules(Array(20).fill(rule))).toHaveLength(20);
     expect(fieldOf(() => checkRules(Array(21).fill(rule)))).toBe('rules');
@@ -25,7 +25,9 @@ describe('profile rules', () => {
     expect(fieldOf(() => checkRules([{ all: [{ metric: 'max_temp_c', op: '=>', value: 1 }], level: 'CLEAR' }]))).toBe('rules[0].all[0].op');
     expect(fieldOf(() => checkRules([{ all: [{ metric: 'max_temp_c', op: '>', value: 'hot' }], level: 'CLEAR' }]))).toBe('rules[0].all[0].value');
     expect(fieldOf(() => checkRules([{ all: [{ metric: 'latest_breach', op: '>', value: true }], level: 'CLEAR' }]))).toBe('rules[0].all[0].op');
-    expect(fieldOf(() => checkRules([{ all: [{ metric: 'latest_temp_c', op: 'is_null', value: 3 }], level: 'CLEAR' }]))).toBe('rules[0].all[0].value');
+    // With is_null / not_null the value means nothing: dropped, whatever it is.
+    expect(checkRules([{ all: [{ metric: 'latest_temp_c', op: 'is_null', value: 3 }], level: 'CLEAR' }])).toEqual([{ all: [{ metric: 'latest_temp_c', op: 'is_null' }], level: 'CLEAR' }]);
+    expect(fieldOf(() => checkRules([{ all: 'none', level: 'CLEAR' }]))).toBe('rules[0].all');
     expect(fieldOf(() => checkRules([{ all: rule.all, level: 'RED' }]))).toBe('rules[0].level');
   });
 
@@ -53,6 +55,10 @@ describe('profile rules', () => {
     expect(evaluateRules(rules, 'CLEAR', metricsOf({ ...summary, consecutiveBreaches: 1 }, now))).toBe('ADVISORY');
     expect(evaluateRules(rules, 'CLEAR', metricsOf({ ...summary, newest: { ...newest, breach: false }, consecutiveBreaches: 0 }, now))).toBe('CLEAR');
     expect(evaluateRules(rules, 'CLEAR', metricsOf({ count: 0, breaches: 0, consecutiveBreaches: 0, minTempC: null, maxTempC: null, newest: null }, now))).toBe('INSUFFICENT_DATA');
+    // A rule without conditions always holds: what follows it is never reached.
+    const catchAll = checkRules([{ all: [{ metric: 'max_temp_c', op: '>', value: 8 }], level: 'WARNING' }, { all: [], level: 'ADVISORY' }, { all: [], level: 'CLEAR' }]);
+    expect(evaluateRules(catchAll, 'CLEAR', metricsOf(summary, now))).toBe('WARNING');
+    expect(evaluateRules(catchAll, 'CLEAR', metricsOf({ ...summary, maxTempC: 5 }, now))).toBe('ADVISORY');
   });
 });
 

@@ -60,10 +60,8 @@ function checkCondition(value: unknown, at: string): Condition {
   }
   const m = metric as Metric;
   const o = op as Operator;
-  if (NULL_OPERATORS.includes(o)) {
-    if (value.value !== undefined && value.value !== null) throw new DocumentError(`${at}.value`, `${at}.value must be left out with ${o}`);
-    return { metric: m, op: o };
-  }
+  // A condition is {metric, op, value}: with is_null and not_null the value means nothing and is dropped.
+  if (NULL_OPERATORS.includes(o)) return { metric: m, op: o };
   if (BOOLEAN_METRICS.includes(m)) {
     if (o !== '==' && o !== '!=') throw new DocumentError(`${at}.op`, `${at}.op must be ==, !=, is_null or not_null for ${m} (a boolean)`);
     if (typeof value.value !== 'boolean') throw new DocumentError(`${at}.value`, `${at}.value must be true or false for ${m}`);
@@ -73,7 +71,7 @@ function checkCondition(value: unknown, at: string): Condition {
   return { metric: m, op: o, value: value.value };
 }
 
-/** The ordered rules of a profile: at most 20, each with 1 to 8 conditions that must all hold. */
+/** The ordered rules of a profile: at most 20, each with up to 8 conditions that must all hold (none: it always holds). */
 export function checkRules(value: unknown): Rule[] {
   if (!Array.isArray(value)) throw new DocumentError('rules', 'rules must be an array of {all, level}');
   if (value.length > MAX_RULES) throw new DocumentError('rules', `rules may hold at most ${MAX_RULES} rules, got ${value.length}`);
@@ -81,8 +79,8 @@ export function checkRules(value: unknown): Rule[] {
     const at = `rules[${k}]`;
     if (!isObject(rule)) throw new DocumentError(at, `${at} must be an object {all, level}`);
     onlyKeys(rule, ['all', 'level'], at);
-    if (!Array.isArray(rule.all) || rule.all.length === 0 || rule.all.length > MAX_CONDITIONS) {
-      throw new DocumentError(`${at}.all`, `${at}.all must be an array of 1 to ${MAX_CONDITIONS} conditions`);
+    if (!Array.isArray(rule.all) || rule.all.length > MAX_CONDITIONS) {
+      throw new DocumentError(`${at}.all`, `${at}.all must be an array of at most ${MAX_CONDITIONS} conditions`);
     }
     const all = rule.all.map((c, j) => checkCondition(c, `${at}.all[${j}]`));
     return { all, level: checkLevel(rule.level, `${at}.level`) };

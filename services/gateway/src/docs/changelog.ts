@@ -63,6 +63,7 @@ export const CHANGELOG: readonly ChangelogEntry[] = [
       'A `confirm` that is not a string (a number, `null`, `true`) is mismatched: 409 `confirmation_required` on device removal, energy reset and destructive system commands and settings (it was 400 `validation_error`).',
       'The webhook delivery log (`GET /v1/webhooks/{webhook_id}/deliveries`) answers `has_more` beside `next_cursor`, as every paged list does.',
       'A request refused before its body is read (a `Content-Encoding`, a body over 1 MB, a header sent twice, a query string that is not UTF-8) is 403 `forbidden` with `required_permission` when your key lacks the route’s permission, as every other request is.',
+      'Alert profiles: a rule with an empty `all` is accepted and always holds (it was 400); a condition with `is_null` or `not_null` may carry any `value`, which is ignored (it was 400 unless null).',
       'Machine-readable description at `/openapi.json` (OpenAPI 3.1, document version 1.0.0), the quick-start guide at `/docs`, the full reference at `/docs_adv` and this changelog.',
     ],
   },

@@ -25,7 +25,7 @@ const condition: JsonSchema = {
   properties: {
     metric: { type: 'string', enum: METRICS },
     op: { type: 'string', enum: OPERATORS },
-    value: { type: ['number', 'boolean', 'null'], description: 'A number; true or false for `latest_breach`; left out with `is_null` and `not_null`.' },
+    value: { type: ['number', 'boolean', 'null'], description: 'A number; true or false for `latest_breach`; ignored with `is_null` and `not_null` (may be left out).' },
   },
 };
 
@@ -37,7 +37,7 @@ const rules: JsonSchema = {
     type: 'object',
     additionalProperties: false,
     required: ['all', 'level'],
-    properties: { all: { type: 'array', minItems: 1, maxItems: 8, items: condition }, level: { type: 'string', enum: LEVELS } },
+    properties: { all: { type: 'array', maxItems: 8, items: condition, description: 'Conditions that must all hold; an empty list always holds.' }, level: { type: 'string', enum: LEVELS } },
   },
 };
 
