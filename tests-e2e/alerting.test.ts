@@ -154,4 +154,9 @@ it('answers 404 for a profile or signal id that names no row of the partner, wha
   expect((await call('POST', `/v1/devices/${light.deviceId}/sensors`, { tdl_id: SENSOR, profile_id: -1 })).body.code).toBe('not_found');
   // Not an integer at all: a bad parameter.
   expect((await call('DELETE', '/v1/profiles/abc')).body.code).toBe('validation_error');
+  // A sensor id in the path that cannot be one is no sensor attached: 404, as one not attached is.
+  for (const tdl of ['x'.repeat(65), 'has%20space', 'not-attached']) {
+    expect((await call('PUT', `/v1/devices/${light.deviceId}/sensors/${tdl}`, { profile_id: null })).body.code).toBe('not_found');
+    expect((await call('DELETE', `/v1/devices/${light.deviceId}/sensors/${tdl}`)).body.code).toBe('not_found');
+  }
 }, 60_000);

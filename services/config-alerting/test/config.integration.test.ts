@@ -150,6 +150,8 @@ describe('signals and sensors', () => {
     expect(ok(attached, 201)).toEqual({ device_id: device.device_id, tdl_id: 'room.1:a', profile_id: null, label: 'Back room' });
     expect(attached.ok && attached.headers).toEqual({ Location: `/v1/devices/${device.device_id}/sensors/room.1%3Aa` });
     refused(await call('config.sensor.attach', me, { device, body: { tdl_id: 'room.1:a' } }), 409, 'already_attached');
+    // Already there comes first, whatever profile the repeat names.
+    refused(await call('config.sensor.attach', me, { device, body: { tdl_id: 'room.1:a', profile_id: theirs.id } }), 409, 'already_attached');
     refused(await call('config.sensor.attach', me, { device, body: { tdl_id: 'has space' } }), 400, 'validation_error');
     refused(await call('config.sensor.update', me, { device, params: { device_id: device.device_id, tdl_id: 'nope' }, body: { profile_id: null } }), 404, 'not_found');
     refused(await call('config.sensor.update', me, { device, params: { device_id: device.device_id, tdl_id: 'room.1:a' }, body: { profile_id: theirs.id } }), 404, 'not_found');

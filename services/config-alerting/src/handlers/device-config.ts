@@ -9,7 +9,7 @@ import type { DeviceLookup, RegistryClient } from '@fleet/registry-client';
 import { orgNodeInScope, parentVisibleWithoutPath, type OrgNodeView } from '../domain/org-node';
 import { ConflictError, NotFoundError, ValidationError, type HandlerContext, type HandlerResult } from '@fleet/service-kit';
 import { isSensorId, LABEL_MAX } from '../domain/sensor-id';
-import { alertLevelOf, attachSensor, chooseSignal, chosenSignal, detachSensor, markForWrite, sensorsOf, updateSensor } from '../store/devices';
+import { alertLevelOf, attachSensor, chooseSignal, isAttached, chosenSignal, detachSensor, markForWrite, sensorsOf, updateSensor } from '../store/devices';
 import { defaultProfile, profilesById, visibleProfile, visibleSignal } from '../store/documents';
 import type { ConfigDb, ConfigTx } from '../store/prisma';
 import { bodyOf, deviceOf, lightOf, nullableId, onlyFields, principalOf } from './envelope';
@@ -93,8 +93,11 @@ export async function attach(db: ConfigDb, req: RequestEnvelope, ctx: HandlerCon
   const profileId = 'profile_id' in body ? nullableId(body.profile_id, 'profile_id') : null;
   const label = 'label' in body ? labelOf(body.label) : null;
   await transactionBy(db, ctx, async (tx) => {
+    // The spec's order: a sensor already there is 409 whatever profile the request names.
+    const alreadyAttached = () => new ConflictError(`Sensor '${tdlId}' is already attached to this device.`, 'already_attached');
+    if (await isAttached(tx, deviceId, tdlId)) throw alreadyAttached();
     await usableProfile(tx, ownerId, profileId);
-    if (!(await attachSensor(tx, { deviceId, tdlId, profileId, label }))) throw new ConflictError(`Sensor '${tdlId}' is already attached to this device.`, 'already_attached');
+    if (!(await attachSensor(tx, { deviceId, tdlId, profileId, label }))) throw alreadyAttached();
   });
   return {
     status: 201,

@@ -28,6 +28,11 @@ export async function attachSensor(tx: ConfigTx, s: { deviceId: string; tdlId: s
   return inserted === 1;
 }
 
+/** Whether the sensor is attached to the device. */
+export async function isAttached(tx: ConfigTx, deviceId: string, tdlId: string): Promise<boolean> {
+  return (await tx.sensor.count({ where: { deviceId, tdlId } })) > 0;
+}
+
 /** Sets the profile (and label when given); false when the sensor is not attached. */
 export async function updateSensor(tx: ConfigTx, deviceId: string, tdlId: string, change: { profileId: number | null; label?: string | null }): Promise<boolean> {
   const { count } = await tx.sensor.updateMany({ where: { deviceId, tdlId }, data: { profileId: change.profileId, ...(change.label !== undefined ? { label: change.label } : {}) } });

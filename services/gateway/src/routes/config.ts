@@ -13,6 +13,8 @@ const OPERATORS = ['==', '!=', '<', '<=', '>', '>=', 'is_null', 'not_null'];
 const EFFECT_TYPES = ['Solid', 'Pulse', 'PulseThenSolid', 'Chase', 'ChaseThenSolid', 'Toggle', 'ToggleThenSolid', 'BluChase'];
 const SIGNAL_KEYS = ['CLEAR', 'ADVISORY', 'WARNING', 'NO_DATA'];
 const SENSOR_ID: JsonSchema = { type: 'string', pattern: '^[A-Za-z0-9_.:-]{1,64}$', description: 'The sensor id: 1–64 letters, digits, `_`, `-`, `.`, `:`.' };
+// In the path any text: what is not a sensor id is no sensor attached, 404 as the spec has it.
+const ATTACHED_SENSOR: JsonSchema = { type: 'string', description: 'An attached sensor’s id; anything else is 404.' };
 // Any integer: one that names no row of the partner's (0, negative, too large) is 404, as the spec
 // has it for a profile or signal that is not global or own.
 const rowId: JsonSchema = { type: 'integer' };
@@ -188,7 +190,7 @@ export const configRoutes: RouteDef[] = [
     permission: 'config_write',
     target: { subject: 'config.sensor.update' },
     device: { product: 'light' },
-    params: { tdl_id: SENSOR_ID },
+    params: { tdl_id: ATTACHED_SENSOR },
     body: {
       type: 'object',
       additionalProperties: false,
@@ -208,7 +210,7 @@ export const configRoutes: RouteDef[] = [
     permission: 'config_write',
     target: { subject: 'config.sensor.detach' },
     device: { product: 'light' },
-    params: { tdl_id: SENSOR_ID },
+    params: { tdl_id: ATTACHED_SENSOR },
     limits: ['config_mutation'],
     responses: { 204: { description: 'Detached' } },
     errors: [notVisible('The sensor is not attached.')],
