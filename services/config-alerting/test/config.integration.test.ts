@@ -10,6 +10,7 @@ import { RegistryClient } from '@fleet/registry-client';
 import type { Bus, DurablePullConsumer } from '@fleet/service-kit';
 import { LightStandIn, randomDeviceId, RegistryStandIn, uniqueId, waitFor } from '@fleet/test-kit';
 import { readingsConsumer } from '../src/handlers/readings-consumer';
+import { pruneReadings, storeReadings } from '../src/store/readings';
 import { serveConfig, type ConfigSubject } from '../src/handlers/serve';
 import { EvaluationCycle } from '../src/use-cases/evaluation-cycle';
 import { connectBus, createTestDb, logger, principal, startPrivateNats, type PrivateNats, type TestDb } from './support';
@@ -165,6 +166,22 @@ describe('signals and sensors', () => {
       alert_signal_id: null,
       alert_level: null,
     });
+  });
+});
+
+describe('reading retention', () => {
+  it('drops readings past the retention but keeps each sensor’s newest, so a silent sensor stays stale', async () => {
+    const id = light().device_id;
+    const now = Date.now();
+    const hours = (h: number) => new Date(now - h * 3_600_000);
+    const reading = (tdlId: string, at: Date) => ({ deviceId: id, tdlId, at, tempC: 4, humidity: null, breach: false, receivedAt: at });
+    await storeReadings(testDb.db, [reading('silent', hours(80)), reading('silent', hours(72)), reading('live', hours(72)), reading('live', hours(1))]);
+    expect(await pruneReadings(testDb.db, hours(48))).toBe(2);
+    const left = await testDb.db.reading.findMany({ where: { deviceId: id }, orderBy: { tdlId: 'asc' } });
+    expect(left.map((r) => [r.tdlId, r.at.getTime()])).toEqual([
+      ['live', hours(1).getTime()],
+      ['silent', hours(72).getTime()],
+    ]);
   });
 });
 

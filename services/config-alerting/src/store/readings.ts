@@ -18,7 +18,14 @@ export async function storeReadings(db: ConfigTx, readings: Reading[]): Promise<
     ON CONFLICT (device_id, tdl_id, at) DO NOTHING`;
 }
 
-/** Drops readings older than the retention (nothing evaluates them any more). */
+/**
+ * Drops readings older than the retention, except each sensor's newest: a sensor silent longer
+ * than the retention still has its last reading, so it stays STALE_DATA (its newest age keeps
+ * growing) instead of turning into a sensor that never reported (INSUFFICENT_DATA).
+ */
 export async function pruneReadings(db: ConfigTx, before: Date): Promise<number> {
-  return db.$executeRaw`DELETE FROM readings WHERE at < ${before}`;
+  return db.$executeRaw`
+    DELETE FROM readings r
+    WHERE r.at < ${before}
+      AND EXISTS (SELECT 1 FROM readings n WHERE n.device_id = r.device_id AND n.tdl_id = r.tdl_id AND n.at > r.at)`;
 }
