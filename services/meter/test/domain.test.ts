@@ -1,7 +1,7 @@
 import { fromBeforeClear } from '../src/domain/clears';
 import { bucketLabel, bucketsFor, energyTotal, parseZone } from '../src/domain/energy';
 import { parseTimeParam, ValidationError } from '@fleet/service-kit';
-import { decodeCursor, encodeCursor, planIntervals } from '../src/domain/query';
+import { decodeCursor, encodeCursor, planIntervals, resolveWindow } from '../src/domain/query';
 import { storedRow } from '../src/domain/ingest-plan';
 import { deriveFields, parseRecord, QUARANTINE_REASONS } from '../src/domain/record';
 import { parseAck, parseLive } from '../src/domain/requests';
@@ -196,6 +196,17 @@ describe('times and cursors', () => {
     expect(() => planIntervals({ cursor, start: '2026-05-01T00:00:01Z' }, DEV, now)).toThrow("invalid 'start'");
     expect(() => planIntervals({ cursor, unknown_time: 'true' }, DEV, now)).toThrow("invalid 'unknown_time'");
     expect(() => planIntervals({ cursor, received_since: '2026-05-01T00:00:00Z' }, DEV, now)).toThrow(ValidationError);
+  });
+
+  it('takes a summary window of at most one calendar year, leap day or not', () => {
+    const window = (start: string, end: string) => () => resolveWindow({ start, end }, now, 'one year');
+    expect(window('2026-01-01T00:00:00Z', '2027-01-01T00:00:00Z')).not.toThrow();
+    expect(window('2026-01-01T00:00:00Z', '2027-01-01T00:00:01Z')).toThrow('at most one year');
+    // 366 days is a year only when it holds a leap day.
+    expect(window('2026-03-01T00:00:00Z', '2027-03-02T00:00:00Z')).toThrow(ValidationError);
+    expect(window('2027-03-01T00:00:00Z', '2028-03-01T00:00:00Z')).not.toThrow();
+    expect(window('2028-02-29T00:00:00Z', '2029-03-01T00:00:00Z')).not.toThrow();
+    expect(window('2028-02-29T00:00:00Z', '2029-03-01T00:00:01Z')).toThrow(ValidationError);
   });
 
   it('refuses mixed modes, a range over the cap and bad limits', () => {

@@ -196,7 +196,7 @@ export const meterRoutes: RouteDef[] = [
     summary: 'Statistics, coverage and energy of a meter over a window',
     description:
       'Sums exactly the records the intervals route lists by start time for the same window. Duration-weighted averages; power_factor only over records with a load (5 W before CT correction). ' +
-      'Defaults: start 24 hours before end, end now. At most one year.',
+      'Defaults: start 24 hours before end, end now. At most one calendar year: `end` no later than `start` plus one year (UTC).',
     permission: 'energy_read',
     target: { subject: 'meter.summary.get' },
     device: meter,

@@ -8,8 +8,12 @@ import { parseTimeParam, TIME_MAX_MS, TIME_MIN_MS, ValidationError } from '@flee
 
 /** Widest start/end window of GET .../intervals (by start time): 366 days. */
 export const INTERVALS_RANGE_CAP_MS = 366 * 86_400_000;
-/** Widest window of GET .../summary: one year (366 days, so a leap year fits). */
-export const SUMMARY_RANGE_CAP_MS = 366 * 86_400_000;
+/** The latest end of a summary window: one calendar year (UTC) after its start, as the spec's "a year" (Feb 29 + 1 year is Mar 1). */
+export function oneYearAfter(start: Date): number {
+  const end = new Date(start.getTime());
+  end.setUTCFullYear(end.getUTCFullYear() + 1);
+  return end.getTime();
+}
 export const DEFAULT_WINDOW_MS = 86_400_000;
 export const DEFAULT_LIMIT = 200;
 export const MAX_LIMIT = 1000;
@@ -20,12 +24,14 @@ export interface Window {
 }
 
 /** start/end with the defaults (end now, start 24 hours before end) and the checks. */
-export function resolveWindow(query: { start?: unknown; end?: unknown }, now: Date, capMs: number, what = 'range'): Window {
+export function resolveWindow(query: { start?: unknown; end?: unknown }, now: Date, cap: number | 'one year', what = 'range'): Window {
   const end = query.end !== undefined ? parseTimeParam(query.end, 'end') : now;
   const start = query.start !== undefined ? parseTimeParam(query.start, 'start') : new Date(end.getTime() - DEFAULT_WINDOW_MS);
   if (start.getTime() >= end.getTime()) throw new ValidationError("invalid 'start': must be before 'end'");
-  if (end.getTime() - start.getTime() > capMs) {
-    throw new ValidationError(`invalid ${what}: at most ${Math.round(capMs / 86_400_000)} days between 'start' and 'end'`);
+  const latestEnd = cap === 'one year' ? oneYearAfter(start) : start.getTime() + cap;
+  if (end.getTime() > latestEnd) {
+    const most = cap === 'one year' ? 'one year' : `${Math.round(cap / 86_400_000)} days`;
+    throw new ValidationError(`invalid ${what}: at most ${most} between 'start' and 'end'`);
   }
   return { start, end };
 }

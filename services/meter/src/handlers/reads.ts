@@ -2,7 +2,7 @@ import type { RequestEnvelope } from '@fleet/contracts';
 import { JsonBody, NotFoundError, ValidationError, type HandlerResult } from '@fleet/service-kit';
 import { bucketsFor, energyTotal, parseBucket, parseZone } from '../domain/energy';
 import { writeEnergyAnswer } from '../domain/energy-answer';
-import { encodeCursor, planIntervals, resolveWindow, SUMMARY_RANGE_CAP_MS, type StartKey } from '../domain/query';
+import { encodeCursor, planIntervals, resolveWindow, type StartKey } from '../domain/query';
 import { writeRecordPage } from '../domain/record-page';
 import { finishQuantity, QUANTITIES } from '../domain/summary';
 import type { MeterDb, MeterReader } from '../store/prisma';
@@ -72,7 +72,7 @@ export async function getSummary(db: MeterReader, req: RequestEnvelope, now = ne
   const deviceId = meterOf(req);
   const query = req.query as Record<string, unknown>;
   onlyParams(query, SUMMARY_PARAMS);
-  const window = resolveWindow(query, now, SUMMARY_RANGE_CAP_MS, 'range (a summary covers at most one year)');
+  const window = resolveWindow(query, now, 'one year', 'range (a summary covers at most one year)');
   const sums = await summarySums(db, deviceId, window);
   const body: Record<string, unknown> = {
     device_id: deviceId,
