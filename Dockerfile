@@ -32,7 +32,9 @@ WORKDIR /repo
 
 # Download every package named in the lockfile first: this layer depends on the lockfile
 # only, so editing source code does not download the registry again.
+# The patches go with them: pnpm reads the patch files pnpm-workspace.yaml names during the fetch.
 COPY pnpm-lock.yaml pnpm-workspace.yaml .npmrc ./
+COPY patches ./patches
 RUN pnpm fetch
 
 COPY . .
