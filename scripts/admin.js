@@ -23,10 +23,11 @@ if (!fs.existsSync(entry)) {
   const build = spawnSync('npm', ['run', '-s', 'build'], { cwd: ROOT, stdio: ['ignore', 2, 2] });
   if (build.status !== 0) process.exit(build.status ?? 1);
 }
-// A fleet started with FLEET_DATABASE_PREFIX keeps its data in <prefix><service>, as
-// scripts/fleet.js names them: the command goes to that fleet's database unless DATABASE_URL says otherwise.
+// A fleet keeps its data in <prefix><service> on POSTGRES_URL's server, as the launcher names
+// them (prefix FLEET_DATABASE_PREFIX, default fleet_): the command goes to that fleet's
+// database unless DATABASE_URL says otherwise.
 const env = { ...process.env };
-const prefix = process.env.FLEET_DATABASE_PREFIX;
+const prefix = process.env.FLEET_DATABASE_PREFIX ?? (process.env.POSTGRES_URL ? 'fleet_' : undefined);
 if (prefix && !process.env.DATABASE_URL) {
   if (!/^[a-z][a-z0-9_]*$/.test(prefix)) {
     process.stderr.write(`admin: FLEET_DATABASE_PREFIX must be lowercase letters, digits and _, got ${prefix}\n`);
