@@ -9,7 +9,7 @@ import type { DeviceLookup, RegistryClient } from '@fleet/registry-client';
 import { orgNodeInScope, parentVisibleWithoutPath, type OrgNodeView } from '../domain/org-node';
 import { ConflictError, NotFoundError, ValidationError, type HandlerContext, type HandlerResult } from '@fleet/service-kit';
 import { isSensorId, LABEL_MAX } from '../domain/sensor-id';
-import { alertLevelOf, attachSensor, chooseSignal, isAttached, chosenSignal, detachSensor, markForWrite, sensorsOf, updateSensor } from '../store/devices';
+import { alertLevelOf, attachSensor, chooseSignal, chosenSignal, detachSensor, isAttached, markForWrite, sensorsOf, updateSensor } from '../store/devices';
 import { defaultProfile, profilesById, visibleProfile, visibleSignal } from '../store/documents';
 import type { ConfigDb, ConfigTx } from '../store/prisma';
 import { bodyOf, deviceOf, lightOf, nullableId, onlyFields, principalOf } from './envelope';
