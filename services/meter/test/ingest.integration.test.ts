@@ -116,6 +116,20 @@ describe('ingest', () => {
     ]);
   });
 
+  it('flags a reset behind a stored record that read no counter', async () => {
+    const dev = randomDeviceId();
+    const sid = randomSid();
+    const rec = (seq: number, doc: Record<string, unknown>) => parseRecord(dev, Buffer.from(JSON.stringify({ ...makeRecord(sid, seq, T0 + seq * 900), ...doc })), RECEIVED);
+    await ingestRecords(testDb.db, [rec(0, { e: [100, 200] }), rec(1, { e: null })]);
+    await ingestRecords(testDb.db, [rec(2, { e: [3, 50] })]);
+    const listed = await list(dev, { start: String(T0), end: String(T0 + 7200) });
+    expect(listed.records.map((r) => [r.seq, (r.flags as Record<string, boolean>).energy_reset])).toEqual([
+      [0, false],
+      [1, false],
+      [2, true],
+    ]);
+  });
+
   it('keeps quarantined records with their reason and null stats, and keeps going after them', async () => {
     const quarantinedBefore = await quarantinedByReason();
     const dev = randomDeviceId();

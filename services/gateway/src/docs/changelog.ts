@@ -67,6 +67,7 @@ export const CHANGELOG: readonly ChangelogEntry[] = [
       'Sensors: `PUT`/`DELETE /v1/devices/{device_id}/sensors/{tdl_id}` with a path id that cannot be a sensor id is 404 `not_found`, as a sensor not attached is (it was 400); attaching a sensor already attached is 409 `already_attached` whatever `profile_id` the repeat names.',
       'A sensor silent for more than two days stays `STALE_DATA`; it no longer turns into `INSUFFICENT_DATA` when its older readings are dropped.',
       'Meter summary: a window is at most one calendar year (`end` no later than `start` plus one year, UTC); 366 days without a leap day is 400 `validation_error` (it was accepted).',
+      'Meter records: `flags.energy_reset` (and the energy answers’ resets) also catches a counter that went backwards across records that read no counter: the new reading is compared with the stream’s last reading before it.',
       'Machine-readable description at `/openapi.json` (OpenAPI 3.1, document version 1.0.0), the quick-start guide at `/docs`, the full reference at `/docs_adv` and this changelog.',
     ],
   },

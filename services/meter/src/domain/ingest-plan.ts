@@ -22,6 +22,12 @@ export interface StoredNeighbour {
   meter_reconfigured: boolean;
   /** 'p': nearest below a range (its own predecessor unknown); 'r': inside; 'n': nearest above. */
   role: 'p' | 'r' | 'n';
+  /**
+   * For 'p': the stream's last counter reading up to it (its own, else the nearest earlier
+   * record's that has one), so a reset hidden behind records without a reading is still seen.
+   * Null for the other roles, or when no earlier record has a reading.
+   */
+  counter_before: number | null;
 }
 
 /** A run of new seqs of one stream whose stored neighbours are read together. */
@@ -119,18 +125,27 @@ export function planIngest(streams: Map<string, ParsedRecord[]>, nearby: StoredN
       ...[...stored.values()].filter((n) => !n.quarantined).map((n) => ({ seq: Number(n.seq), stored: n })),
     ].sort((a, b) => a.seq - b.seq);
     let prev: Item | undefined;
+    // The stream's last counter reading so far, and whether a new record gave it: a record's
+    // reset is judged against it, across records that carry no reading.
+    let lastCounter: number | null = null;
+    let lastCounterIsNew = false;
     for (const item of chain) {
       const pred: Predecessor | null = prev
-        ? prev.fresh
-          ? { eLastRaw: prev.fresh.eLastRaw, ctTurns: prev.fresh.ctTurns }
-          : { eLastRaw: (prev.stored as StoredNeighbour).e_last_raw, ctTurns: (prev.stored as StoredNeighbour).ct_turns }
+        ? { eLastRaw: lastCounter, ctTurns: prev.fresh ? prev.fresh.ctTurns : (prev.stored as StoredNeighbour).ct_turns }
         : null;
       if (item.fresh) {
         derived.set(item.fresh, deriveFields(item.fresh, pred));
-      } else if (item.stored && item.stored.role !== 'p' && prev?.fresh) {
+      } else if (item.stored && item.stored.role !== 'p' && (prev?.fresh || lastCounterIsNew)) {
         const n = item.stored;
         const flags = deriveFields({ quarantined: false, eFirstRaw: n.e_first_raw, eLastRaw: n.e_last_raw, ctTurns: n.ct_turns }, pred);
         if (flags.energyReset !== n.energy_reset || flags.meterReconfigured !== n.meter_reconfigured) successorUpdates.push({ arrival: n.arrival_seq, flags });
+      }
+      const reading = item.fresh ? item.fresh.eLastRaw : (item.stored as StoredNeighbour).e_last_raw;
+      if (reading !== null) {
+        lastCounter = reading;
+        lastCounterIsNew = item.fresh !== undefined;
+      } else if (item.stored?.role === 'p') {
+        lastCounter = item.stored.counter_before;
       }
       prev = item;
     }

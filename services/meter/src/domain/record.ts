@@ -242,9 +242,11 @@ function check(doc: Record<string, unknown>, receivedAt: Date, when: ReturnType<
   };
 }
 
-/** The previous stored record of the same device and stream (by seq), as flags need it. */
+/** What flags need of the records before one in its stream (by seq). */
 export interface Predecessor {
+  /** The stream's last counter reading before the record, across records that carry none. */
   eLastRaw: number | null;
+  /** The CT turns of the record just before. */
   ctTurns: number | null;
 }
 
@@ -258,7 +260,8 @@ export interface DerivedFields {
 /**
  * Flags and energy from the record and its predecessor in the same stream. The counter is
  * compared raw (before CT correction), so a CT change never looks like a reset:
- * energy_reset when the counter went backwards inside the record or since the previous one;
+ * energy_reset when the counter went backwards inside the record or since the stream's last
+ * reading before it (a record without a reading in between hides no reset);
  * meter_reconfigured when the CT turns differ from the previous record's.
  * Consumption of a record is last - first, or last alone when the counter restarted from zero
  * inside it; divided by its CT turns.

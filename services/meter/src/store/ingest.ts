@@ -174,17 +174,21 @@ async function latestClears(tx: MeterTx, devices: string[]): Promise<Map<string,
   return new Map(clears.map((c) => [c.device_id, { clearedAt: c.cleared_at, streams: c.streams, maxStartAt: c.max_start_at }]));
 }
 
-/** Stored records around the ranges: every record inside each, and the nearest non-quarantined one below and above it. */
+/** Stored records around the ranges: every record inside each, and the nearest non-quarantined one below (with the stream's last counter reading up to it) and above it. */
 function storedNear(tx: MeterTx, ranges: SeqRange[]): Promise<StoredNeighbour[]> {
   const cols = 'seq, arrival_seq, quarantined, e_first_raw, e_last_raw, ct_turns, energy_reset, meter_reconfigured';
   return tx.$queryRawUnsafe<StoredNeighbour[]>(
     `SELECT g.d, g.s, x.* FROM unnest($1::text[], $2::text[], $3::bigint[], $4::bigint[]) AS g(d, s, lo, hi)
        CROSS JOIN LATERAL (
-         (SELECT ${cols}, 'p' AS role FROM interval_records r WHERE r.device_id = g.d AND r.sid = g.s AND r.seq < g.lo AND NOT r.quarantined ORDER BY r.seq DESC LIMIT 1)
+         (SELECT ${cols}, 'p' AS role,
+                 COALESCE(r.e_last_raw, (SELECT c.e_last_raw FROM interval_records c
+                                          WHERE c.device_id = g.d AND c.sid = g.s AND c.seq < r.seq AND NOT c.quarantined AND c.e_last_raw IS NOT NULL
+                                          ORDER BY c.seq DESC LIMIT 1)) AS counter_before
+            FROM interval_records r WHERE r.device_id = g.d AND r.sid = g.s AND r.seq < g.lo AND NOT r.quarantined ORDER BY r.seq DESC LIMIT 1)
          UNION ALL
-         (SELECT ${cols}, 'r' AS role FROM interval_records r WHERE r.device_id = g.d AND r.sid = g.s AND r.seq BETWEEN g.lo AND g.hi)
+         (SELECT ${cols}, 'r' AS role, NULL::float8 AS counter_before FROM interval_records r WHERE r.device_id = g.d AND r.sid = g.s AND r.seq BETWEEN g.lo AND g.hi)
          UNION ALL
-         (SELECT ${cols}, 'n' AS role FROM interval_records r WHERE r.device_id = g.d AND r.sid = g.s AND r.seq > g.hi AND NOT r.quarantined ORDER BY r.seq ASC LIMIT 1)
+         (SELECT ${cols}, 'n' AS role, NULL::float8 AS counter_before FROM interval_records r WHERE r.device_id = g.d AND r.sid = g.s AND r.seq > g.hi AND NOT r.quarantined ORDER BY r.seq ASC LIMIT 1)
        ) x`,
     ranges.map((g) => g.d),
     ranges.map((g) => g.s),
