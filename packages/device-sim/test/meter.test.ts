@@ -181,6 +181,10 @@ describe('SimulatedMeter connection loss', () => {
     const proxy = await brokerProxy();
     const clock = new ManualClock(Date.UTC(2026, 10, 22, 20, 0, 0));
     const m = meter({ brokerUrl: proxy.url, clock, intervalSec: 60, reconnectMs: 300 });
+    // The link's history, shown beside the state should the meter be found offline again.
+    const link: string[] = [];
+    const t0 = Date.now();
+    for (const event of ['connect', 'disconnect', 'error'] as const) m.on(event, (detail?: unknown) => link.push(`${Date.now() - t0}ms ${event}${detail instanceof Error ? `: ${detail.message}` : ''}`));
     try {
       await m.start();
       await probe.waitFor((x) => x.topic === `${m.base}/sys/settings`);
@@ -194,8 +198,7 @@ describe('SimulatedMeter connection loss', () => {
       await probe.waitForCount((x) => x.topic === `${m.base}/sys/settings`, 2, 5000);
       const [rec] = await records(m, 1);
       expect(rec).toMatchObject({ sid: m.sid, seq: 0 });
-      expect(m.state).toBe('online');
-      expect(m.stats.disconnects).toBe(1);
+      expect({ state: m.state, disconnects: m.stats.disconnects, link }).toMatchObject({ state: 'online', disconnects: 1 });
       expect(m.boots).toBe(1); // a lost connection is not a restart: same sid
     } finally {
       await m.stop();
