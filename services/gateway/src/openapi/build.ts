@@ -76,7 +76,7 @@ const HEADER_COMPONENTS: Readonly<Record<string, Record<string, unknown>>> = {
     schema: { type: 'string', enum: ['true'] },
   },
   'WWW-Authenticate': {
-    description: '`Bearer realm="…"` (RFC 6750), with `error="invalid_token"` when a key was sent.',
+    description: '`Bearer realm="…"` (RFC 6750), with `error="invalid_token"` when a bearer key was sent (none for another scheme or an empty `Bearer`).',
     schema: { type: 'string' },
   },
   Deprecation: {
