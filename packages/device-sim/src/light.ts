@@ -154,7 +154,7 @@ export class SimulatedLight extends SimulatedDevice {
  * overlay `<effect>@<duration_ms>/0` (played once) on light2 or light3. Everything else stays
  * until replaced (a sound plays for as long as its file, which the simulator does not know).
  */
-export function oneShotMs(channel: LightChannel, payload: string): number | undefined {
+function oneShotMs(channel: LightChannel, payload: string): number | undefined {
   if (channel === 'contact') {
     const pulse = /^pulse:(\d+)$/.exec(payload);
     return pulse ? Number(pulse[1]) : undefined;

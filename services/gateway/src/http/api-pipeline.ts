@@ -262,7 +262,7 @@ async function authenticate(deps: PipelineDeps, req: Request, res: Response): Pr
  * `error="invalid_token"`). No header, another scheme (`Basic ...`) or `Bearer` with nothing
  * after it is no key: RFC 6750 §3.1 gives such a request no error code.
  */
-export function keyWasSent(header: string | undefined): boolean {
+function keyWasSent(header: string | undefined): boolean {
   return header !== undefined && /^Bearer[ ]+\S/i.test(header);
 }
 

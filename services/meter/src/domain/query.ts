@@ -9,7 +9,7 @@ import { parseTimeParam, TIME_MAX_MS, TIME_MIN_MS, ValidationError } from '@flee
 /** Widest start/end window of GET .../intervals (by start time): 366 days. */
 export const INTERVALS_RANGE_CAP_MS = 366 * 86_400_000;
 /** The latest end of a summary window: one calendar year (UTC) after its start, as the spec's "a year" (Feb 29 + 1 year is Mar 1). */
-export function oneYearAfter(start: Date): number {
+function oneYearAfter(start: Date): number {
   const end = new Date(start.getTime());
   end.setUTCFullYear(end.getUTCFullYear() + 1);
   return end.getTime();

@@ -259,7 +259,8 @@ const RESET_STATE: Record<string, string> = { ok: 'done', duplicate: 'duplicate'
 export async function settleReset(db: MeterDb, deviceId: string, token: string, result: string, givenReason: string | null, at: Date): Promise<boolean> {
   const state = RESET_STATE[result];
   if (!state) return false;
-  const reason = result === 'unknown' ? (givenReason ?? 'unsupported') : givenReason;
+  // Only `failed` carries a reason on the wire (parseAcknowledgement).
+  const reason = result === 'unknown' ? 'unsupported' : givenReason;
   const rows = await db.$transaction(async (tx) => {
     const updated = await tx.$queryRawUnsafe<ResetRow[]>(
       `UPDATE reset_requests SET state = $3, result = $4, reason = $5, "at" = $6::timestamptz
