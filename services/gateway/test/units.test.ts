@@ -27,6 +27,18 @@ describe('RouteMatcher', () => {
     expect(matcher.match('GET', '/v1/devices/%E0%A4%A')).toEqual({ kind: 'none' });
   });
 
+  it("matches a request once, by its path without the query string, and keeps that request's match", () => {
+    const req = { method: 'GET', path: '/v1/devices/X/state', url: '/v1/devices/X/state?x=1' } as unknown as Parameters<RouteMatcher['matchRequest']>[0];
+    const spy = jest.spyOn(matcher, 'match');
+    const first = matcher.matchRequest(req);
+    expect(first).toMatchObject({ kind: 'found', match: { route: { path: '/v1/devices/{device_id}/state' }, params: { device_id: 'X' } } });
+    expect(matcher.matchRequest(req)).toBe(first);
+    expect(spy).toHaveBeenCalledTimes(1);
+    const other = { method: 'DELETE', path: '/v1/devices/X' } as unknown as Parameters<RouteMatcher['matchRequest']>[0];
+    expect(matcher.matchRequest(other)).toMatchObject({ kind: 'found', match: { route: { method: 'DELETE' } } });
+    spy.mockRestore();
+  });
+
   it('refuses a table with the same method and path twice', () => {
     expect(() => new RouteMatcher([route('GET', '/a'), route('GET', '/a')])).toThrow(/duplicate/);
   });

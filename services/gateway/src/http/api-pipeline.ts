@@ -52,7 +52,7 @@ type Outcome = StoredResponse;
 export function apiPipeline(deps: PipelineDeps) {
   return async function handleApiRequest(req: Request, res: Response): Promise<void> {
     const requestId = res.locals.requestId as string;
-    const found = deps.matcher.match(req.method, req.path);
+    const found = deps.matcher.matchRequest(req);
     if (found.kind !== 'found') {
       await countAgainstCaller(deps, req, res);
       if (found.kind === 'none') throw new ApiError(404, 'unknown_route', `No route matches ${req.method} ${req.path}.`);

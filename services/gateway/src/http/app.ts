@@ -34,7 +34,7 @@ export function createApp(deps: PipelineDeps, options: AppOptions): express.Expr
   // so idempotency can fingerprint them and parse errors follow the permission check.
   // A route that streams its body (platform file upload) is read by its owner, never here.
   const streamsBody = (req: http.IncomingMessage): boolean => {
-    const found = deps.matcher.match(req.method ?? '', new URL(req.url ?? '/', 'http://gateway').pathname);
+    const found = deps.matcher.matchRequest(req as Request);
     return found.kind === 'found' && 'upload' in found.match.route.target;
   };
   app.use(express.raw({ type: (req) => !streamsBody(req), limit: BODY_LIMIT, inflate: false }));
@@ -143,7 +143,7 @@ async function refuseBeforeReading(deps: PipelineDeps, req: Request, res: Respon
     const caller = await countAgainstCaller(deps, req, res);
     // Permissions come before the rest of the request: a caller without the route's permission
     // learns that (403), not what else is wrong with a request it may not make.
-    const found = caller ? deps.matcher.match(req.method, req.path) : undefined;
+    const found = caller ? deps.matcher.matchRequest(req) : undefined;
     if (caller && found?.kind === 'found') checkAccess(found.match.route, caller, found.match.params, Buffer.alloc(0));
   } catch (err) {
     answer = err;

@@ -1,3 +1,4 @@
+import type { IncomingMessage } from 'node:http';
 import type { HttpMethod, RouteDef } from '../routes/types';
 
 export interface RouteMatch {
@@ -17,6 +18,8 @@ interface CompiledPath {
 /** Matches a request path against the route table; tells a wrong method (405) from no route (404). */
 export class RouteMatcher {
   private readonly paths: CompiledPath[] = [];
+  /** Each request's match, made once: the body reader, the pipeline and an early refusal all ask. */
+  private readonly matched = new WeakMap<IncomingMessage, MatchResult>();
 
   constructor(routes: readonly RouteDef[]) {
     const byPath = new Map<string, CompiledPath>();
@@ -40,6 +43,19 @@ export class RouteMatcher {
       if (compiled.byMethod.has(route.method)) throw new Error(`duplicate route ${route.method} ${route.path}`);
       compiled.byMethod.set(route.method, route);
     }
+  }
+
+  /**
+   * The match of a request's method and path (express's `req.path`: the URL's path as sent,
+   * before its query string), made on first asking and kept for the request's life.
+   */
+  matchRequest(req: IncomingMessage & { path: string; method: string }): MatchResult {
+    let found = this.matched.get(req);
+    if (!found) {
+      found = this.match(req.method, req.path);
+      this.matched.set(req, found);
+    }
+    return found;
   }
 
   match(method: string, path: string): MatchResult {
