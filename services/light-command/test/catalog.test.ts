@@ -82,6 +82,11 @@ describe('the predefined catalog', () => {
     ['sound_play', 'sound', { volume: 101 }, 'params.volume'],
     ['sound_play', 'sound', { volume: -1 }, 'params.volume'],
     ['sound_play', 'sound', { count: 0 }, 'params.count'],
+    // a whole step takes whole values only: these would go on the wire as written
+    ['sound_play', 'sound', { volume: 1e-7 }, 'params.volume'],
+    ['sound_play', 'sound', { volume: 50.0000001 }, 'params.volume'],
+    ['sound_play', 'sound', { count: 1.0000001 }, 'params.count'],
+    ['chase', 'light1', { width: 2.0000001 }, 'params.width'],
     ['sound_play', 'sound', { file: 'a b' }, 'params.file'],
     ['contact_pulse', 'contact', { pulse_s: 10.001 }, 'params.pulse_s'],
     ['contact_pulse', 'contact', { pulse_s: 0.049 }, 'params.pulse_s'],

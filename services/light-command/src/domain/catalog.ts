@@ -272,7 +272,13 @@ export interface NarrowedBound {
 }
 export type Bounds = Record<string, NarrowedBound>;
 
-export const isMultipleOf = (value: number, step: number): boolean => Math.abs(value / step - Math.round(value / step)) < 1e-6;
+/**
+ * Whether a value sits on its parameter's step. A whole step takes whole values only: they go on
+ * the wire as written (`play:<file>,<volume>,<count>`), where `50.0000001` is no number a device
+ * reads. A fractional step allows the float error of decimals (0.3 is 3 steps of 0.1).
+ */
+export const isMultipleOf = (value: number, step: number): boolean =>
+  Number.isInteger(step) ? Number.isInteger(value) && value % step === 0 : Math.abs(value / step - Math.round(value / step)) < 1e-6;
 
 /** Staff's override of one command for one partner; a command without one is available with the catalog's bounds. */
 export interface CommandOverride {
