@@ -191,6 +191,10 @@ describe('statuses, codes and permissions of the command routes', () => {
     for (const res of [
       await api('POST', `/v1/devices/${light.deviceId}/commands`, { key: p.key, body: { channel: 'sound', payload: 'stop' } }),
       await api('POST', `/v1/devices/${light.deviceId}/channels/contact/effects`, { key: p.key, body: { command: 'contact_on' } }),
+      // before the rest of the request: a body that is wrong otherwise, a device that is not there
+      await api('POST', `/v1/devices/${light.deviceId}/commands`, { key: p.key, body: { channel: 'sound', payload: '', extra: 1 } }),
+      await api('POST', '/v1/devices/FFFFFFFFFFFF/commands', { key: p.key, body: { channel: 'contact', payload: 'on' } }),
+      await api('POST', '/v1/devices/FFFFFFFFFFFF/channels/sound/effects', { key: p.key, body: { command: 'no_such_command' } }),
     ]) {
       expect(res.status).toBe(403);
       expect(res.body.code).toBe('forbidden');

@@ -69,6 +69,7 @@ export const CHANGELOG: readonly ChangelogEntry[] = [
       'Meter summary: a window is at most one calendar year (`end` no later than `start` plus one year, UTC); 366 days without a leap day is 400 `validation_error` (it was accepted).',
       'Meter records: `flags.energy_reset` (and the energy answers’ resets) also catches a counter that went backwards across records that read no counter: the new reading is compared with the stream’s last reading before it.',
       'Predefined effects: `sound_play` takes whole numbers only for `volume` and `count`, as its `step` of 1 says; `volume: 50.0000001` is 400 `validation_error` naming `params.volume` (it was sent to the device as written).',
+      'A light channel your account may not command is 403 `forbidden` before the rest of the request, as a missing permission is: a raw command or effect on such a channel is refused so whatever its body, device or limits (it was 400 for a body wrong otherwise, 404 for a device out of scope).',
       'Machine-readable description at `/openapi.json` (OpenAPI 3.1, document version 1.0.0), the quick-start guide at `/docs`, the full reference at `/docs_adv` and this changelog.',
     ],
   },

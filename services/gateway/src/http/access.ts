@@ -1,4 +1,4 @@
-import type { Permission, Principal } from '@fleet/contracts';
+import { CHANNELS, type Permission, type Principal } from '@fleet/contracts';
 import { ForbiddenError } from '@fleet/service-kit';
 import type { RouteDef } from '../routes/types';
 
@@ -22,10 +22,24 @@ export function checkPermission(route: RouteDef, principal: Principal): void {
  * request to the checks that refuse such a body.
  */
 export function checkAccess(route: RouteDef, principal: Principal, params: Record<string, string>, rawBody: Buffer): void {
-  const tier = route.tierOf?.({ params, body: bodyIfJson(rawBody) });
-  if (!tier) return checkPermission(route, principal);
-  if (!principal.permissions.includes(tier.permission)) {
+  const body = route.tierOf || route.channelOf ? bodyIfJson(rawBody) : undefined;
+  const tier = route.tierOf?.({ params, body });
+  if (!tier) checkPermission(route, principal);
+  else if (!principal.permissions.includes(tier.permission)) {
     throw new ForbiddenError(`This request needs the '${tier.permission}' permission.`, 'forbidden', tier.permission);
+  }
+  checkChannel(route, principal, params, body);
+}
+
+/**
+ * A light channel outside the key's allowed channels is an access refusal like a missing
+ * permission (the spec's rule 3): 403 without `required_permission`, since no permission lifts it.
+ */
+function checkChannel(route: RouteDef, principal: Principal, params: Record<string, string>, body: unknown): void {
+  const channel = route.channelOf?.({ params, body });
+  if (typeof channel !== 'string' || !(CHANNELS as readonly string[]).includes(channel)) return;
+  if (!(principal.allowed_channels as readonly string[]).includes(channel)) {
+    throw new ForbiddenError(`Your account may not command channel '${channel}'.`);
   }
 }
 
