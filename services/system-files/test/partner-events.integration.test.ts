@@ -165,7 +165,10 @@ describe('file transfers', () => {
     const events = await settledEvents(id);
     expect(events).toHaveLength(2);
     expect(events.map((e) => e.data)).toEqual(expect.arrayContaining([await read(id, late.transfer_id), await read(id, stale)]));
-    expect(Object.fromEntries(events.map((e) => [e.data.transfer_id, e.data.state]))).toEqual({ [late.transfer_id]: 'timed_out', [stale]: 'failed' });
+    // A transfer left queued (its push stopped before it knew the publish's outcome) is no
+    // failure the device reported: its outcome is unknown, as a sent one past its deadline.
+    expect(Object.fromEntries(events.map((e) => [e.data.transfer_id, e.data.state]))).toEqual({ [late.transfer_id]: 'timed_out', [stale]: 'timed_out' });
+    expect(await read(id, stale)).toMatchObject({ state: 'timed_out', detail: expect.stringContaining('check file_list') });
 
     await settleOverdue(testDb.db, new Date(now.getTime() + 60_000), now);
     await sysResp(id, `${bed.bridge.published[0]?.payload as string}>ok`);

@@ -5,7 +5,7 @@ import { pruneTransfers, settleOverdue } from '../store/transfers';
 
 export interface HousekeepingOptions {
   sweepMs: number;
-  /** A queued transfer older than this was never handed to the broker (its process died). */
+  /** A queued transfer older than this lost its push's process before the publish's outcome was stored. */
   queuedGraceMs: number;
   transferRetentionDays: number;
   responseRetentionDays: number;

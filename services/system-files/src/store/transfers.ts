@@ -87,20 +87,22 @@ export async function settleTransfer(
 }
 
 const TIMED_OUT_DETAIL = 'no acknowledgement before the deadline; the file may still have arrived (check file_list)';
-const NEVER_SENT_DETAIL = 'never handed to the broker';
+const UNKNOWN_SEND_DETAIL = 'the platform stopped before it knew whether the broker took the push; the file may have arrived (check file_list)';
 
 /**
- * Sent transfers past their deadline become timed_out; queued ones never published (a crash
- * mid-push) fail; each with its file_transfer.settled event, in one transaction. Every replica
- * may run it: the update is conditional on the state, so a transfer is settled (and announced)
- * once. Returns how many it settled.
+ * Sent transfers past their deadline become timed_out; so do queued ones left by a push whose
+ * process stopped between storing the transfer and learning the publish's outcome (the broker
+ * may have taken the line: only the device can say, so not `failed`, which is the device's
+ * report); each with its file_transfer.settled event, in one transaction. Every replica may run
+ * it: the update is conditional on the state, so a transfer is settled (and announced) once.
+ * Returns how many it settled.
  */
 export async function settleOverdue(db: SystemDb, now: Date, queuedBefore: Date): Promise<number> {
   return db.$transaction(async (tx) => {
     const settled = await tx.$queryRaw<TransferRecord[]>`
       UPDATE file_transfers SET
-        state = CASE WHEN state = 'sent' THEN 'timed_out' ELSE 'failed' END,
-        detail = CASE WHEN state = 'sent' THEN ${TIMED_OUT_DETAIL} ELSE ${NEVER_SENT_DETAIL} END,
+        state = 'timed_out',
+        detail = CASE WHEN state = 'sent' THEN ${TIMED_OUT_DETAIL} ELSE ${UNKNOWN_SEND_DETAIL} END,
         settled_at = ${now}
       WHERE (state = 'sent' AND ack_deadline < ${now}) OR (state = 'queued' AND created_at < ${queuedBefore})
       RETURNING ${RECORD_COLUMNS}`;
