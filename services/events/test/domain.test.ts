@@ -1,5 +1,5 @@
 import { Webhook } from 'standardwebhooks';
-import { mayReceive, receivableTypes, type PartnerAccess } from '../src/domain/audience';
+import { eventFor, mayReceive, receivableTypes, type PartnerAccess } from '../src/domain/audience';
 import { addressAllowed, receiverUrlProblem } from '../src/domain/receiver-url';
 import { parseRetrySchedule, retryDelay } from '../src/domain/retry-schedule';
 import { openSecret, sealSecret } from '../src/domain/secret-box';
@@ -52,6 +52,18 @@ describe('who may receive an event', () => {
   it('a move reaches partners of either node', () => {
     expect(mayReceive(access([], [7]), 'device.moved', [[1, 4], [1, 7]])).toBe(true);
     expect(mayReceive(access([], [8]), 'device.moved', [[1, 4], [1, 7]])).toBe(false);
+  });
+
+  it('a move names only the nodes the partner can see: a node outside its scope is null', () => {
+    const moved = { id: 'evt_1', type: 'device.moved', data: { from_org_node_id: 4, to_org_node_id: 7 } };
+    const places = [[1, 4], [1, 7]];
+    expect(eventFor(access([], [7]), moved, places).data).toEqual({ from_org_node_id: null, to_org_node_id: 7 });
+    expect(eventFor(access([], [4]), moved, places).data).toEqual({ from_org_node_id: 4, to_org_node_id: null });
+    expect(eventFor(access([], [1]), moved, places)).toBe(moved);
+    expect(eventFor(access(['access_all_devices']), moved, places)).toBe(moved);
+    // Other events are as the producer wrote them.
+    const provisioned = { id: 'evt_2', type: 'device.provisioned', data: { product: 'light', name: null, org_node_id: 4 } };
+    expect(eventFor(access([], [4]), provisioned, [[1, 4]])).toBe(provisioned);
   });
 
   it('an unknown type reaches nobody; receivable types follow permissions', () => {

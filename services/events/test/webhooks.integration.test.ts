@@ -563,6 +563,9 @@ describe('live stream', () => {
       expect([...oldDelivered].sort()).toEqual([ack, log, moved, marker].sort());
       expect(oldDelivered.filter((e) => e !== marker)).toEqual([ack, log, moved]);
       expect(eventsOf(newHooks).map((e) => e.id)).toEqual([moved, later]);
+      // Each side of the move sees only its own node.
+      expect(eventsOf(oldHooks).find((e) => e.id === moved)?.data).toEqual({ from_org_node_id: 10, to_org_node_id: null });
+      expect(eventsOf(newHooks).find((e) => e.id === moved)?.data).toEqual({ from_org_node_id: null, to_org_node_id: 11 });
 
       // Replayed from before all of it, the stream says the same.
       const oldStream = await open(oldOrg, { last_event_id: String(before) });
@@ -572,6 +575,7 @@ describe('live stream', () => {
       newStream.close!();
       expect(oldStream.events!.map((e) => e.data.id)).toEqual([ack, log, moved, marker]);
       expect(newStream.events!.map((e) => e.data.id)).toEqual([moved, later]);
+      expect(newStream.events!.find((e) => e.data.id === moved)?.data.data).toEqual({ from_org_node_id: null, to_org_node_id: 11 });
     } finally {
       await oldHooks.close();
       await newHooks.close();

@@ -26,6 +26,23 @@ export function mayReceive(access: PartnerAccess, type: string, places: Readonly
   return places.some((path) => path.some((node) => access.orgGrants.includes(node)));
 }
 
+/**
+ * An event as one partner receives it. A move names a node only where the partner can see it:
+ * the node the device left or reached outside the partner's scope is null ("from / to outside
+ * your scope"), as `GET /v1/org-tree` and a device's configuration show no node beyond its
+ * grants. `places` as for mayReceive (a move's two nodes, each as its root-to-node path).
+ */
+export function eventFor<E extends { type: string; data: unknown }>(access: PartnerAccess, event: E, places: ReadonlyArray<readonly number[]> | undefined): E {
+  if (event.type !== 'device.moved' || access.permissions.has('access_all_devices')) return event;
+  const data = event.data as Record<string, unknown>;
+  const seen = (node: unknown): unknown =>
+    (places ?? []).some((path) => path[path.length - 1] === node && path.some((n) => access.orgGrants.includes(n))) ? node : null;
+  const from = seen(data.from_org_node_id);
+  const to = seen(data.to_org_node_id);
+  if (from === data.from_org_node_id && to === data.to_org_node_id) return event;
+  return { ...event, data: { ...data, from_org_node_id: from, to_org_node_id: to } };
+}
+
 /** The types a stream or an endpoint asked for that the partner may receive at all (permission only). */
 export function receivableTypes(access: Pick<PartnerAccess, 'permissions'>, types: readonly string[]): string[] {
   return types.filter((type) => {

@@ -13,7 +13,7 @@ import { checkEvent, partnerEventTypeOf, type EventSubject, type PartnerEventMes
 import { DurablePullConsumer, type Logger } from '@fleet/service-kit';
 import type { DevicePlaces, PositionedEvent } from '../access/device-places';
 import type { PartnerAccessDirectory } from '../access/partner-access';
-import { mayReceive } from '../domain/audience';
+import { eventFor, mayReceive } from '../domain/audience';
 import { fannedOut } from '../metrics';
 import { newDeliveryId } from '../domain/ids';
 import { insertDeliveries, type NewDelivery } from '../store/deliveries';
@@ -66,7 +66,7 @@ export async function planDeliveries(deps: Omit<FanoutDeps, 'stored' | 'logger'>
         eventType: event.type,
         deviceId: event.device_id ?? null,
         orderingKey: event.device_id ?? id,
-        event,
+        event: eventFor(partner, event, places[i]),
       });
     }
   });

@@ -18,7 +18,7 @@ import { inEnvelopeOrder, partnerEventTypeOf, type PartnerEventMessage, type Pri
 import type { Logger } from '@fleet/service-kit';
 import type { DevicePlaces, PositionedEvent } from '../access/device-places';
 import type { PartnerAccessDirectory } from '../access/partner-access';
-import { mayReceive, receivableTypes } from '../domain/audience';
+import { eventFor, mayReceive, receivableTypes } from '../domain/audience';
 import { openStreams } from '../metrics';
 import { SSE_RETRY, sseComment, sseEvent } from '../domain/sse';
 import type { EventsDb } from '../store/prisma';
@@ -182,7 +182,7 @@ export class StreamServer implements StreamTickets {
         const places = await this.options.places.placesOf(permitted);
         if (ended) break;
         permitted.forEach((e, i) => {
-          if (mayReceive(access, e.type, places[i])) res.write(sseEvent(e.seq, e.type, JSON.stringify(inEnvelopeOrder(e.message.event))));
+          if (mayReceive(access, e.type, places[i])) res.write(sseEvent(e.seq, e.type, JSON.stringify(inEnvelopeOrder(eventFor(access, e.message.event, places[i])))));
         });
       }
     } catch (err) {

@@ -71,6 +71,7 @@ export const CHANGELOG: readonly ChangelogEntry[] = [
       'Predefined effects: `sound_play` takes whole numbers only for `volume` and `count`, as its `step` of 1 says; `volume: 50.0000001` is 400 `validation_error` naming `params.volume` (it was sent to the device as written).',
       'A light channel your account may not command is 403 `forbidden` before the rest of the request, as a missing permission is: a raw command or effect on such a channel is refused so whatever its body, device or limits (it was 400 for a body wrong otherwise, 404 for a device out of scope).',
       'File push: a transfer whose push stopped on the platform before it knew whether the broker took it (a restart at that moment) ends `timed_out`, telling you to check `file_list`; it was `failed`, which is for a failure the device reports.',
+      '`device.moved` names a node only where you can see it: the node the device left or reached outside your scope is `null` (it named nodes beyond your grants, which `GET /v1/org-tree` never shows).',
       'Machine-readable description at `/openapi.json` (OpenAPI 3.1, document version 1.0.0), the quick-start guide at `/docs`, the full reference at `/docs_adv` and this changelog.',
     ],
   },
