@@ -97,6 +97,14 @@ export async function startBridge(config: BridgeConfig, runtime: ServiceRuntime)
         return;
       }
       const payload = Buffer.isBuffer(packet.payload) ? packet.payload : Buffer.from(packet.payload);
+      if (packet.retain && payload.length === 0 && isStatusTopic(device)) {
+        // An empty retained status only clears the topic's retained message: no device reports
+        // one. The registry sends it when it cuts a removed device off a hook-mode broker, over
+        // MQTT 3.1.1, which carries no origin property: it is neither captured nor presence.
+        captureLog.debug({ topic: packet.topic }, 'retained status cleared; no device report');
+        message.captureDone('skipped');
+        return;
+      }
       const offline = isStatusTopic(device) && payload.toString('utf8') === 'offline';
       writer.capture('in', { topic: packet.topic, device, payload, qos: packet.qos, retain: packet.retain, at: message.receivedAt }, message.msgId, new DeviceCapture(message, device, offline));
     },

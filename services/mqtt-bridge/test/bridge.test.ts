@@ -278,6 +278,24 @@ describe('mqtt-bridge against a dynamic-security broker, NATS and JetStream', ()
     expect(status.map((m) => m.string())).toEqual(['online', 'offline']);
   });
 
+  it('takes an empty retained status (a retained message cleared) for no device report: neither captured nor presence', async () => {
+    const id = randomDeviceId();
+    const other = randomDeviceId();
+    // As the registry clears a removed device's status on a hook-mode broker: MQTT 3.1.1, no origin property.
+    const clearer = await mqttConnect(broker.url, { username: broker.adminUsername, password: broker.adminPassword, protocolVersion: 4 }).then(track);
+    await clearer.publishAsync(`light/${id}/status`, '', { qos: 1, retain: true });
+    // A message after it on the same path through the bridge: once it is stored and counted, the clear was judged.
+    await clearer.publishAsync(`light/${other}/tele/marker`, 'x', { qos: 1 });
+    type Batch = { events: { device_id: string; kind: string }[] };
+    const events = await waitFor(async () => {
+      const all = (await readStream(nc, names.deviceEvents, `${names.prefix}evt.bridge.connectivity.batch.v1`)).flatMap((m) => (m.json() as Batch).events);
+      return all.some((e) => e.device_id === other) && all;
+    }, { what: "the marker's presence" });
+    expect(events.filter((e) => e.device_id === id)).toEqual([]);
+    expect(await readStream(nc, names.deviceIn, `${names.prefix}dev.in.light.${id}.status`)).toEqual([]);
+    expect(await readStream(nc, names.deviceIn, `${names.prefix}dev.in.light.${other}.tele.marker`)).toHaveLength(1);
+  });
+
   it('makes its streams again when they were deleted under it, and stores what devices sent meanwhile', async () => {
     const id = randomDeviceId();
     const pw = password();
