@@ -262,6 +262,8 @@ describe('live readings and energy resets through the broker', () => {
     const foreign = await api('GET', `/v1/meter/devices/${other}/sample/${String(first.body.token)}`, { key: partner.key });
     expect(foreign.status).toBe(404);
     expect((await api('GET', `/v1/meter/devices/${meter.deviceId}/sample/${encodeURIComponent('never issued!')}`, { key: partner.key })).status).toBe(404);
+    // However long: no token of that length was issued either.
+    for (const what of ['sample', 'resetenergy']) expect((await api('GET', `/v1/meter/devices/${meter.deviceId}/${what}/${'s'.repeat(200)}`, { key: partner.key })).status).toBe(404);
     expect((await api('GET', `/v1/meter/devices/${meter.deviceId}/resetenergy/${String(first.body.token)}`, { key: partner.key })).status).toBe(404);
     await meter.stop();
   }, 60_000);

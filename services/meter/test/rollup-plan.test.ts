@@ -248,7 +248,9 @@ describe('ISO times', () => {
     expect(out.toString('latin1', 0, end)).toBe('+010000-01-01T23:59:59.999Z');
   });
 
-  it('writes offsets as ±HH:MM', () => {
+  it('writes offsets as ±HH:MM, with seconds only where the offset has them', () => {
     expect([isoOffset(0), isoOffset(345), isoOffset(-210), isoOffset(630)]).toEqual(['+00:00', '+05:45', '-03:30', '+10:30']);
+    // Africa/Monrovia until 1972-01-07: −00:44:30 (it was written "-00:44.5").
+    expect(isoOffset(-44.5)).toBe('-00:44:30');
   });
 });

@@ -207,6 +207,8 @@ describe('rollups', () => {
       const raw = await rawEnergyAnswer(testDb.db, dev, window, width, 'Africa/Monrovia');
       expect(raw.points.filter((p) => p.energy_wh !== null).length).toBeGreaterThan(5);
       expect({ points: energy.points, total: energy.total }).toEqual(raw);
+      // Each label names its own instant, with the offset's seconds.
+      for (const p of energy.points as Array<{ start_at: string }>) expect(p.start_at).toMatch(/T\d\d:\d\d:\d\d(-00:44:30|Z|[+-]00:00)$/);
     }
   }, 60_000);
 

@@ -72,6 +72,8 @@ export const CHANGELOG: readonly ChangelogEntry[] = [
       'A light channel your account may not command is 403 `forbidden` before the rest of the request, as a missing permission is: a raw command or effect on such a channel is refused so whatever its body, device or limits (it was 400 for a body wrong otherwise, 404 for a device out of scope).',
       'File push: a transfer whose push stopped on the platform before it knew whether the broker took it (a restart at that moment) ends `timed_out`, telling you to check `file_list`; it was `failed`, which is for a failure the device reports.',
       '`device.moved` names a node only where you can see it: the node the device left or reached outside your scope is `null` (it named nodes beyond your grants, which `GET /v1/org-tree` never shows).',
+      'A live reading or energy reset token of more than 128 characters is 404 `not_found`, as any token not issued for the device is (it was 400 `validation_error`).',
+      'Energy points in a zone whose offset had seconds (Africa/Monrovia before 1972-01-07, −00:44:30) write it as `-00:44:30` (it was written `-00:44.5`, which no date-time parser reads).',
       'Machine-readable description at `/openapi.json` (OpenAPI 3.1, document version 1.0.0), the quick-start guide at `/docs`, the full reference at `/docs_adv` and this changelog.',
     ],
   },

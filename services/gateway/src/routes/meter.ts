@@ -9,7 +9,8 @@ const timeParam = (what: string): JsonSchema => ({
   type: 'string',
   description: `${what} ISO 8601 date-time (no offset means UTC) or epoch seconds. Supported range ${TIME_RANGE_TEXT}.`,
 });
-const tokenParam: JsonSchema = { type: 'string', minLength: 1, maxLength: 128, description: 'The token of the 202 answer; a token not issued for this device is 404.' };
+// No length bound: a token of any length that was not issued for the device is 404, as the spec says.
+const tokenParam: JsonSchema = { type: 'string', minLength: 1, description: 'The token of the 202 answer; a token not issued for this device is 404.' };
 const meter = { product: 'meter' as const };
 
 const stat: JsonSchema = {

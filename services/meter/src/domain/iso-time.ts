@@ -22,10 +22,14 @@ function datePart(day: number): string {
   return `${String(y).padStart(4, '0')}-${two(m)}-${two(d)}T`;
 }
 
-/** Offset minutes as ISO 8601 `±HH:MM`. */
+/**
+ * Offset minutes as ISO 8601 `±HH:MM`, or `±HH:MM:SS` for the few historic offsets with seconds
+ * (Africa/Monrovia's −00:44:30 until 1972), as Temporal and java.time write them.
+ */
 export function isoOffset(offsetMin: number): string {
-  const abs = Math.abs(offsetMin);
-  return `${offsetMin < 0 ? '-' : '+'}${two(Math.floor(abs / 60))}:${two(abs % 60)}`;
+  const seconds = Math.round(Math.abs(offsetMin) * 60);
+  const hhmm = `${offsetMin < 0 ? '-' : '+'}${two(Math.floor(seconds / 3600))}:${two(Math.floor(seconds / 60) % 60)}`;
+  return seconds % 60 === 0 ? hhmm : `${hhmm}:${two(seconds % 60)}`;
 }
 
 /**
