@@ -382,6 +382,17 @@ describe('bad values, report, clears and light devices', () => {
     await meter.stop();
   }, 60_000);
 
+  test('report and energy reset are commands to the meter: they spend from the per-device command limit', async () => {
+    const id = await provision('meter');
+    const sparing = await partnerWithKey(['--permissions', 'system_control,energy_reset', '--access-all-devices', '--device-commands-per-min', '1']);
+    expect((await api('POST', `/v1/meter/devices/${id}/report`, { key: sparing.key })).status).toBe(202);
+    for (const [route, body] of [['report', undefined], ['resetenergy', { confirm: id }]] as const) {
+      const res = await api('POST', `/v1/meter/devices/${id}/${route}`, { key: sparing.key, ...(body ? { body } : {}) });
+      expect([route, res.status, res.body.code]).toEqual([route, 429, 'rate_limited']);
+      expect(Number(res.headers.get('retry-after'))).toBeGreaterThanOrEqual(1);
+    }
+  });
+
   test('meter routes answer 404 for a light, and check permissions first', async () => {
     const light = await provision('light');
     for (const [method, route] of [

@@ -232,11 +232,14 @@ export const meterRoutes: RouteDef[] = [
     operationId: 'reportMeterInterval',
     tag: 'Meter',
     summary: 'Close the interval in progress now',
-    description: 'The meter closes its interval and sends a short record flagged `partial`; it reaches the intervals route a few seconds later. Each call closes an interval.',
+    description:
+      'The meter closes its interval and sends a short record flagged `partial`; it reaches the intervals route a few seconds later. Each call closes an interval. ' +
+      'A command to the device: it spends from the per-device command limits, as `report` through the system commands does.',
     permission: 'system_control',
     target: { subject: 'meter.report.send' },
     device: meter,
     idempotent: true,
+    limits: ['device_command'],
     responses: { 202: { description: 'Handed to the broker', schema: commandAck } },
     errors: [publishFailed],
   },
@@ -309,7 +312,7 @@ export const meterRoutes: RouteDef[] = [
     summary: 'Zero a meter’s lifetime energy counter',
     description:
       'Destructive and irreversible: `confirm` must equal the device id exactly; missing (an empty body, `{}`, or no body at all) or mismatched is 409 `confirmation_required` and nothing is sent. ' +
-      'The call spends from the per-hour destructive ceiling. Poll the Location.',
+      'The call spends from the per-hour destructive ceiling and, as every command to a device, from the per-device command limits. Poll the Location.',
     permission: 'energy_reset',
     target: { subject: 'meter.reset.create' },
     device: meter,
@@ -317,7 +320,7 @@ export const meterRoutes: RouteDef[] = [
     body: { type: 'object', additionalProperties: false, properties: { confirm: { description: 'Must equal the device id exactly (a string); anything else is 409 confirmation_required.' } } },
     bodyOptional: true,
     idempotent: true,
-    limits: ['destructive'],
+    limits: ['device_command', 'destructive'],
     responses: {
       202: {
         description: 'Handed to the broker',
