@@ -15,6 +15,13 @@ export interface TopicRoots {
 
 export const DEFAULT_TOPIC_ROOTS: TopicRoots = { light: 'light', meter: 'meter' };
 
+/**
+ * What a configured topic root may be, the same in every service: one level or several (`light`,
+ * `acme/eu/light`), none of them empty, without wildcards or spaces.
+ */
+export const TOPIC_ROOT_PATTERN = /^[^#+/\s]+(\/[^#+/\s]+)*$/;
+export const TOPIC_ROOT_RULE = 'a topic root like "light" or "acme/light" (no wildcards, spaces or empty levels)';
+
 /** `<root>/<device_id>`: the device's own subtree, `<r>` in the protocol. */
 export const deviceBase = (root: string, deviceId: string): string => `${root}/${deviceId}`;
 

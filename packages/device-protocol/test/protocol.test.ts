@@ -19,6 +19,7 @@ import {
   isSecretSettingKey,
   openSetting,
   levelsAfterDevice,
+  TOPIC_ROOT_PATTERN,
   parseAcknowledgement,
   parseCaptureSubject,
   parseDeviceTopic,
@@ -129,6 +130,11 @@ describe('sys/exe lines', () => {
     expect(levelsAfterDevice('0123456789AB/tele/x', '0123456789AB')).toBeUndefined();
     expect(levelsAfterDevice('light/0123456789AB', '0123456789AB')).toBeUndefined();
     expect(levelsAfterDevice('light/FFFFFFFFFFFF/tele/x', '0123456789AB')).toBeUndefined();
+  });
+
+  it('takes topic roots of one level or several, never empty levels, wildcards or spaces', () => {
+    for (const root of ['light', 'acme/light', 'acme/eu/light', 'lamps.v1', 'em-2']) expect(TOPIC_ROOT_PATTERN.test(root)).toBe(true);
+    for (const root of ['', '/light', 'light/', 'acme//light', 'light/+', '#', 'my light', 'a\tb']) expect(TOPIC_ROOT_PATTERN.test(root)).toBe(false);
   });
 
   it('reads an acknowledgement ended by a line terminator as the same acknowledgement', () => {

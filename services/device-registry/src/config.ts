@@ -1,10 +1,11 @@
 import fs from 'node:fs';
+import { TOPIC_ROOT_PATTERN, TOPIC_ROOT_RULE } from '@fleet/device-protocol';
 import path from 'node:path';
 import { randomBytes } from 'node:crypto';
 import { baseConfigSchema, loadConfig, z } from '@fleet/service-kit';
 
 /** An MQTT topic root: one or more non-empty levels without wildcards (as mqtt-bridge's). */
-const topicRoot = z.string().regex(/^[^#+/\s]+(\/[^#+/\s]+)*$/, 'a topic root like "light" (no wildcards, no empty levels)');
+const topicRoot = z.string().regex(TOPIC_ROOT_PATTERN, TOPIC_ROOT_RULE);
 
 const schema = baseConfigSchema.extend({
   HEALTH_PORT: z.coerce.number().int().min(0).max(65535).default(9101),

@@ -1,10 +1,11 @@
 import { baseConfigSchema, loadConfig, z } from '@fleet/service-kit';
+import { TOPIC_ROOT_PATTERN, TOPIC_ROOT_RULE } from '@fleet/device-protocol';
 
 const schema = baseConfigSchema.extend({
   HEALTH_PORT: z.coerce.number().int().min(0).max(65535).default(9104),
   DATABASE_URL: z.string().default('postgresql://postgres@127.0.0.1:5432/fleet_meter'),
   /** Topic root of meters (device protocol: `<root>/<device_id>/...`). */
-  METER_TOPIC_ROOT: z.string().regex(/^[A-Za-z0-9_.-]+$/).default('meter'),
+  METER_TOPIC_ROOT: z.string().regex(TOPIC_ROOT_PATTERN, TOPIC_ROOT_RULE).default('meter'),
   /** Prefix of every subject this service uses (DEVICE_IN subjects and the bridge/registry requests); tests isolate with it. */
   SUBJECT_PREFIX: z.string().regex(/^([A-Za-z0-9_-]+\.)*$/).default(''),
   DEVICE_IN_STREAM: z.string().default('DEVICE_IN'),

@@ -1,8 +1,9 @@
 import os from 'node:os';
+import { TOPIC_ROOT_PATTERN, TOPIC_ROOT_RULE } from '@fleet/device-protocol';
 import { baseConfigSchema, loadConfig, z } from '@fleet/service-kit';
 
 /** An MQTT topic root: one or more non-empty levels without wildcards. */
-const topicRoot = z.string().regex(/^[^#+/\s]+(\/[^#+/\s]+)*$/, 'a topic root like "light" (no wildcards, no empty levels)');
+const topicRoot = z.string().regex(TOPIC_ROOT_PATTERN, TOPIC_ROOT_RULE);
 /** Something NATS accepts inside a subject or stream name. */
 const subjectPrefix = z.string().regex(/^([A-Za-z0-9_-]+\.)*$/, 'empty, or tokens each followed by a dot, e.g. "t1."');
 const streamName = z.string().regex(/^[A-Za-z0-9_-]+$/);

@@ -78,6 +78,19 @@ describe('DEVICE_IN subjects of a filter', () => {
     expect(subjects(`light/${ID}/status`, custom)).toEqual([]);
   });
 
+  it('reads roots of several levels, each product at its own depth', () => {
+    const deep = { light: 'acme/eu/light', meter: 'meter' };
+    expect(subjects(`acme/eu/light/${ID}/tele/x`, deep)).toEqual([`dev.in.light.${ID}.tele.x`, `dev.out.light.${ID}.tele.x`]);
+    expect(subjects(`acme/+/light/${ID}/status`, deep)[0]).toBe(`dev.in.light.${ID}.status`);
+    expect(subjects('acme/#', deep)).toEqual(['dev.in.light.>', 'dev.out.light.>']);
+    // `+/<id>/status` is a meter topic here; as a light topic it is three levels short.
+    expect(subjects(`+/${ID}/status`, deep)).toEqual([`dev.in.meter.${ID}.status`, `dev.out.meter.${ID}.status`]);
+    // Both products at their own depths, each with its own filter.
+    expect(subjects(`+/+/+/${ID}/x`, deep)).toEqual([`dev.in.light.${ID}.x`, `dev.in.meter.*.*.${ID}.x`, `dev.out.light.${ID}.x`, `dev.out.meter.*.*.${ID}.x`]);
+    expect(subjects('#', deep)).toEqual(['dev.in.>', 'dev.out.>']);
+    expect(subjects(`acme/eu/${ID}/status`, deep)).toEqual([]);
+  });
+
   it('is empty when no captured topic can match', () => {
     expect(subjects('custom/topic')).toEqual([]);
     expect(subjects('light')).toEqual([]);
@@ -103,6 +116,14 @@ describe('reach of a filter (raw_mqtt_devices)', () => {
 
   it('outside: another root, no device id, nothing below the id', () => {
     for (const filter of ['custom/#', 'light', `light/${ID}`, 'light/nope/status']) expect(reach(filter)).toEqual({ kind: 'outside' });
+  });
+
+  it('under a root of several levels: one device only with the whole root written out', () => {
+    const deep = { light: 'acme/eu/light', meter: 'meter' };
+    const deepReach = (filter: string) => filterReach(parseTopicFilter(filter), deep);
+    expect(deepReach(`acme/eu/light/${ID}/#`)).toEqual({ kind: 'device', product: 'light', deviceId: ID });
+    for (const filter of ['acme/#', `acme/+/light/${ID}/x`, 'acme/eu/light/+/x']) expect(deepReach(filter)).toEqual({ kind: 'spanning' });
+    for (const filter of [`acme/eu/${ID}/x`, `light/${ID}/x`, 'acme/eu/light']) expect(deepReach(filter)).toEqual({ kind: 'outside' });
   });
 });
 

@@ -61,15 +61,37 @@ export function topicMatches(filter: readonly string[], topic: string): boolean 
   return levels.length === filter.length;
 }
 
-/** The products whose root a filter's first level names (`+`: both). */
-function productsOf(level: string, roots: TopicRoots): Product[] {
-  return level === SINGLE ? [...PRODUCTS] : PRODUCTS.filter((p) => roots[p] === level);
+/**
+ * Where a filter's leading levels stand for a product's root, which may be several levels
+ * (`light`, `acme/eu/light`): the levels after the root, or `all` when a `#` inside the root
+ * reaches every topic of the product; `wild` when a wildcard stood in for part of the root.
+ */
+interface RootMatch {
+  product: Product;
+  rest: readonly string[] | 'all';
+  wild: boolean;
+}
+
+function rootMatches(filter: readonly string[], roots: TopicRoots): RootMatch[] {
+  return PRODUCTS.flatMap((product): RootMatch[] => {
+    const root = roots[product].split('/');
+    let wild = false;
+    for (let i = 0; i < root.length; i += 1) {
+      const level = filter[i];
+      if (level === undefined) return [];
+      if (level === MULTI) return [{ product, rest: 'all', wild: true }];
+      if (level === SINGLE) wild = true;
+      else if (level !== root[i]) return [];
+    }
+    return [{ product, rest: filter.slice(root.length), wild }];
+  });
 }
 
 /**
  * The DEVICE_IN subject filters (without the service's subject prefix) that cover every
- * captured message whose topic matches the filter: one per direction, `dev.in.<rest>` and
- * `dev.out.<rest>` (a consumer on nats-server 2.9 takes one filter, inside one stream subject).
+ * captured message whose topic matches the filter: per product the filter can reach,
+ * `dev.in.<rest>` and `dev.out.<rest>` (a consumer on nats-server 2.9 takes one filter, inside
+ * one stream subject); products whose filters differ only in the product token share one (`*`).
  * Empty when no captured topic can match (another root, an id that is no device id, nothing
  * below the id).
  *
@@ -79,21 +101,26 @@ function productsOf(level: string, roots: TopicRoots): Product[] {
  * stops one level higher (`light/ID/sys/#` reads `dev.in.light.ID.>`).
  */
 export function captureSubjects(filter: readonly string[], roots: TopicRoots): string[] {
-  const rest = captureRest(filter, roots);
-  return rest === undefined ? [] : [`dev.in.${rest}`, `dev.out.${rest}`];
+  const byTail = new Map<string, string[]>();
+  for (const match of rootMatches(filter, roots)) {
+    const tail = captureTail(match);
+    if (tail !== undefined) byTail.set(tail, [...(byTail.get(tail) ?? []), match.product]);
+  }
+  const rests = [...byTail].map(([tail, products]) => {
+    const product = products.length === 1 ? (products[0] as string) : '*';
+    return tail === '>' && product === '*' ? '>' : `${product}.${tail}`;
+  });
+  return [...rests.map((rest) => `dev.in.${rest}`), ...rests.map((rest) => `dev.out.${rest}`)];
 }
 
-/** The subject filter after `dev.<direction>.`. */
-function captureRest(filter: readonly string[], roots: TopicRoots): string | undefined {
-  const [root, id, ...levels] = filter;
-  if (root === undefined) return undefined;
-  if (root === MULTI) return '>';
-  const products = productsOf(root, roots);
-  if (products.length === 0 || id === undefined) return undefined;
-  const product = products.length === 1 ? (products[0] as string) : '*';
-  if (id === MULTI) return `${product}.>`;
+/** The subject filter after `dev.<direction>.<product>.`, for one product's reading of the filter. */
+function captureTail({ rest }: RootMatch): string | undefined {
+  if (rest === 'all') return '>';
+  const [id, ...levels] = rest;
+  if (id === undefined) return undefined;
+  if (id === MULTI) return '>';
   if (id !== SINGLE && !isDeviceId(id)) return undefined;
-  const base = `${product}.${id === SINGLE ? '*' : id}`;
+  const base = id === SINGLE ? '*' : id;
   // A device's own topics always have a level below <root>/<id>.
   if (levels.length === 0) return undefined;
   if (levels[levels.length - 1] === MULTI) {
@@ -115,13 +142,16 @@ export type FilterReach =
   | { kind: 'outside' };
 
 export function filterReach(filter: readonly string[], roots: TopicRoots): FilterReach {
-  const [root, id, ...rest] = filter;
-  if (root === SINGLE || root === MULTI) return { kind: 'spanning' };
-  const products = productsOf(root ?? '', roots);
-  if (products.length !== 1) return { kind: 'outside' };
+  if (filter[0] === SINGLE || filter[0] === MULTI) return { kind: 'spanning' };
+  const matches = rootMatches(filter, roots);
+  const match = matches[0];
+  if (!match) return { kind: 'outside' };
+  // A wildcard standing in for a root reaches other roots' topics too.
+  if (matches.length > 1 || match.wild || match.rest === 'all') return { kind: 'spanning' };
+  const [id, ...below] = match.rest;
   if (id === SINGLE || id === MULTI) return { kind: 'spanning' };
-  if (id === undefined || !isDeviceId(id) || rest.length === 0) return { kind: 'outside' };
-  return { kind: 'device', product: products[0] as Product, deviceId: id };
+  if (id === undefined || !isDeviceId(id) || below.length === 0) return { kind: 'outside' };
+  return { kind: 'device', product: match.product, deviceId: id };
 }
 
 /**
