@@ -32,6 +32,10 @@ async function main(): Promise<void> {
   runtime.onClose(() => relay.stop(), 'intake');
 
   if (!config.FILES_URL_SECRET) logger.warn('FILES_URL_SECRET is not set: download URLs and upload tickets are signed with a key of this process only (run one replica, and URLs die with it)');
+  // The device protocol gives `addfile` an https URL; a local run serves plain HTTP, so this warns rather than refuses.
+  if (config.FILE_STORAGE === 'local' && !config.FILES_PUBLIC_URL?.startsWith('https://')) {
+    logger.warn({ files_public_url: config.FILES_PUBLIC_URL ?? null }, 'FILES_PUBLIC_URL is not an https:// address: devices are sent download URLs a protocol-conforming device may refuse (set it to the HTTPS address devices reach the file server at)');
+  }
   const storage = createStorage(config);
   const tokens = new UrlTokens(config.FILES_URL_SECRET);
   const fileServer = await startFileServer({ config, db, storage, tokens, logger: logger.child({ component: 'file-server' }) });
