@@ -47,7 +47,8 @@ export function parseDeviceTopic(topic: string, roots: TopicRoots): DeviceTopic 
     const root = roots[product];
     if (!topic.startsWith(`${root}/`)) continue;
     const [deviceId, ...levels] = topic.slice(root.length + 1).split('/');
-    if (!isDeviceId(deviceId) || levels.length === 0) return undefined;
+    // Not this product's device; another root may still hold it (one root the prefix of another).
+    if (!isDeviceId(deviceId) || levels.length === 0) continue;
     return { product, deviceId, levels };
   }
   return undefined;

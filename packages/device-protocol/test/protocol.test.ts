@@ -90,6 +90,10 @@ describe('topics and DEVICE_IN subjects', () => {
     expect(parseDeviceTopic(`light/${ID}/state/light1`, roots)).toEqual({ product: 'light', deviceId: ID, levels: ['state', 'light1'] });
     expect(parseDeviceTopic(`meter/${ID}/iv`, roots)).toEqual({ product: 'meter', deviceId: ID, levels: ['iv'] });
     for (const topic of [`other/${ID}/iv`, `meter/${ID}`, 'meter/0123456789ab/iv']) expect(parseDeviceTopic(topic, roots)).toBeUndefined();
+    // Roots of several levels, one the prefix of the other: each topic finds its own product.
+    const nested = { light: 'acme', meter: 'acme/meter' };
+    expect(parseDeviceTopic(`acme/meter/${ID}/iv`, nested)).toEqual({ product: 'meter', deviceId: ID, levels: ['iv'] });
+    expect(parseDeviceTopic(`acme/${ID}/status`, nested)).toEqual({ product: 'light', deviceId: ID, levels: ['status'] });
   });
 
   it('captures a topic as dev.<in|out>.<product>.<id>.<levels> and reads it back', () => {

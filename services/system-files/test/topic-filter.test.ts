@@ -124,6 +124,10 @@ describe('reach of a filter (raw_mqtt_devices)', () => {
     expect(deepReach(`acme/eu/light/${ID}/#`)).toEqual({ kind: 'device', product: 'light', deviceId: ID });
     for (const filter of ['acme/#', `acme/+/light/${ID}/x`, 'acme/eu/light/+/x']) expect(deepReach(filter)).toEqual({ kind: 'spanning' });
     for (const filter of [`acme/eu/${ID}/x`, `light/${ID}/x`, 'acme/eu/light']) expect(deepReach(filter)).toEqual({ kind: 'outside' });
+    // One root the prefix of the other: the filter is read under each, and only one reading names a device.
+    const nested = { light: 'acme', meter: 'acme/meter' };
+    expect(filterReach(parseTopicFilter(`acme/meter/${ID}/iv`), nested)).toEqual({ kind: 'device', product: 'meter', deviceId: ID });
+    expect(filterReach(parseTopicFilter(`acme/${ID}/status`), nested)).toEqual({ kind: 'device', product: 'light', deviceId: ID });
   });
 });
 

@@ -143,11 +143,18 @@ export type FilterReach =
 
 export function filterReach(filter: readonly string[], roots: TopicRoots): FilterReach {
   if (filter[0] === SINGLE || filter[0] === MULTI) return { kind: 'spanning' };
-  const matches = rootMatches(filter, roots);
-  const match = matches[0];
-  if (!match) return { kind: 'outside' };
-  // A wildcard standing in for a root reaches other roots' topics too.
-  if (matches.length > 1 || match.wild || match.rest === 'all') return { kind: 'spanning' };
+  // Each product's reading of the filter (a root may be a prefix of another's); those that reach no device drop out.
+  const reaches = rootMatches(filter, roots)
+    .map(reachUnder)
+    .filter((reach) => reach.kind !== 'outside');
+  const [reach] = reaches;
+  if (!reach) return { kind: 'outside' };
+  return reaches.length === 1 ? reach : { kind: 'spanning' };
+}
+
+function reachUnder(match: RootMatch): FilterReach {
+  // A wildcard standing in for part of a root reaches other roots' topics too.
+  if (match.wild || match.rest === 'all') return { kind: 'spanning' };
   const [id, ...below] = match.rest;
   if (id === SINGLE || id === MULTI) return { kind: 'spanning' };
   if (id === undefined || !isDeviceId(id) || below.length === 0) return { kind: 'outside' };
