@@ -44,10 +44,17 @@ async function connectedLight(): Promise<SimulatedLight> {
   return light;
 }
 
-const light1Becomes = (light: SimulatedLight, payload: string, what: string) =>
-  waitFor(() => light.channels.light1 === payload, { timeoutMs: 20 * ALERT_PERIOD_MS, what: `light1 showing ${what} (${payload}); it shows '${light.channels.light1}'` });
-
 const levelOf = async (light: SimulatedLight) => (await expectStatus(call('GET', `/v1/devices/${light.deviceId}/config`), 200)).alert_level;
+
+/** Waits for light1 to show `payload`; a timeout says what light1 and the level were at that moment. */
+async function light1Becomes(light: SimulatedLight, payload: string, what: string): Promise<void> {
+  try {
+    await waitFor(() => light.channels.light1 === payload, { timeoutMs: 20 * ALERT_PERIOD_MS, what: `light1 showing ${what} (${payload})` });
+  } catch (err) {
+    const level = await levelOf(light).catch((e: unknown) => `unreadable (${(e as Error).message})`);
+    throw new Error(`${(err as Error).message}; at the timeout it shows '${light.channels.light1}', the level is ${String(level)}, the light is ${light.connected ? 'connected' : 'not connected'}`);
+  }
+}
 
 beforeAll(async () => {
   partner = await partnerWithKey(['--permissions', 'device_provisioning,config_read,config_write,profile_manage,signal_manage,automation_control,raw_commands', '--access-all-devices']);
