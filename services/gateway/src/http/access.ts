@@ -22,7 +22,8 @@ export function checkPermission(route: RouteDef, principal: Principal): void {
  * request to the checks that refuse such a body.
  */
 export function checkAccess(route: RouteDef, principal: Principal, params: Record<string, string>, rawBody: Buffer): void {
-  const body = route.tierOf || route.channelOf ? bodyIfJson(rawBody) : undefined;
+  // The body is parsed here only for a route that reads its tier or its channel from it.
+  const body = route.tierOf || (route.channelIn && 'field' in route.channelIn) ? bodyIfJson(rawBody) : undefined;
   const tier = route.tierOf?.({ params, body });
   if (!tier) checkPermission(route, principal);
   else if (!principal.permissions.includes(tier.permission)) {
@@ -36,7 +37,9 @@ export function checkAccess(route: RouteDef, principal: Principal, params: Recor
  * permission (the spec's rule 3): 403 without `required_permission`, since no permission lifts it.
  */
 function checkChannel(route: RouteDef, principal: Principal, params: Record<string, string>, body: unknown): void {
-  const channel = route.channelOf?.({ params, body });
+  const where = route.channelIn;
+  if (!where) return;
+  const channel = 'param' in where ? params[where.param] : (body as Record<string, unknown> | null | undefined)?.[where.field];
   if (typeof channel !== 'string' || !(CHANNELS as readonly string[]).includes(channel)) return;
   if (!(principal.allowed_channels as readonly string[]).includes(channel)) {
     throw new ForbiddenError(`Your account may not command channel '${channel}'.`);

@@ -109,7 +109,7 @@ export const lightRoutes: RouteDef[] = [
       'The payload reaches the light on `cmd/<channel>` byte for byte. The wire grammar is always enforced; the availability caps (period at least 100 ms, overlay duration at most 600 s, ' +
       'overlay interval 0 or at least 10 s, contact pulse at most 10 s) apply unless you hold `relaxed_caps`. 202 once the broker took the command.',
     permission: 'raw_commands',
-    channelOf: ({ body }) => (body as { channel?: unknown } | undefined)?.channel,
+    channelIn: { field: 'channel' },
     target: { subject: 'light.command.raw' },
     device: { product: 'light' },
     body: {
@@ -142,7 +142,7 @@ export const lightRoutes: RouteDef[] = [
       'omitted parameters take their default. Availability caps always apply. On light2 and light3 the effect is wrapped as a repeating overlay from `duration_s` and `interval_s`. ' +
       'The answer carries the wire `payload` only when you also hold `raw_commands`.',
     permission: 'predefined_commands',
-    channelOf: ({ params }) => params.channel,
+    channelIn: { param: 'channel' },
     target: { subject: 'light.effect.apply' },
     device: { product: 'light' },
     params: { channel: channelSchema },

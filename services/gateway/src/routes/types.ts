@@ -68,11 +68,11 @@ export interface RouteDef {
   permission: Permission | readonly Permission[] | null;
   tierOf?: TierOf;
   /**
-   * The light channel the request commands, read from its path or its JSON body: a channel the
-   * key may not command is 403 `forbidden` with its permission, before the rest of the request.
-   * Anything that is not a channel is left to the body's validation.
+   * Where the light channel the request commands is named: a path parameter or a field of the
+   * JSON body. A channel the key may not command is 403 `forbidden` with its permission, before
+   * the rest of the request; anything that is not a channel is left to validation.
    */
-  channelOf?: (input: { params: Record<string, string>; body: unknown }) => unknown;
+  channelIn?: { param: string } | { field: string };
   target: RouteTarget;
   /**
    * The route names a device in `{device_id}`: the registry resolves it within the partner's
