@@ -5,7 +5,7 @@
  */
 import { headers as natsHeaders, RetentionPolicy, StorageType } from 'nats';
 import type { Principal, ReplyEnvelope } from '@fleet/contracts';
-import { LightClient } from '@fleet/light-client';
+import { LightClient, type AutomationWriter } from '@fleet/light-client';
 import { RegistryClient } from '@fleet/registry-client';
 import type { Bus, DurablePullConsumer } from '@fleet/service-kit';
 import { LightStandIn, randomDeviceId, RegistryStandIn, uniqueId, waitFor } from '@fleet/test-kit';
@@ -216,10 +216,10 @@ describe('evaluation and automation', () => {
     await bus.connection.jetstream().publish(`dev.in.light.${deviceId}.tdl.${tdlId.replace(/\./g, '_')}`, Buffer.from(JSON.stringify(body)), { headers: h });
   }
 
-  const cycle = (overrides: { periodMs?: number; leaseMs?: number; owner?: string } = {}) =>
+  const cycle = (overrides: { periodMs?: number; leaseMs?: number; owner?: string; lights?: AutomationWriter } = {}) =>
     new EvaluationCycle({
       db: testDb.db,
-      lights: new LightClient(bus, { timeoutMs: 1000, logger }),
+      lights: overrides.lights ?? new LightClient(bus, { timeoutMs: 1000, logger }),
       registry: new RegistryClient(bus, { timeoutMs: 1000, logger }),
       logger,
       owner: overrides.owner,
@@ -267,6 +267,35 @@ describe('evaluation and automation', () => {
       await evaluator.stop();
     }
   }, 60_000);
+
+  it('writes the chosen signal when it is chosen while a cycle writes the entry it read before', async () => {
+    const me = manager();
+    const device = light();
+    const id = device.device_id;
+    const { id: signalId } = ok(await call('config.signal.create', me, { body: { name: `Chosen late ${id}`, entries } }), 201) as { id: number };
+    ok(await call('config.sensor.attach', me, { device, body: { tdl_id: 'probe' } }), 201);
+    // The signal is chosen after the cycle picked the light's entry (the default signal's) and
+    // before that write is recorded.
+    const inner = new LightClient(bus, { timeoutMs: 1000, logger });
+    let chosen = false;
+    const lightsChoosingMidWrite: AutomationWriter = {
+      writeAutomation: async (ctx, deviceId, payload) => {
+        if (deviceId === id && !chosen) {
+          chosen = true;
+          ok(await call('config.device.signal', me, { device, body: { alert_signal_id: signalId } }));
+        }
+        return inner.writeAutomation(ctx, deviceId, payload);
+      },
+    };
+    const evaluator = cycle({ lights: lightsChoosingMidWrite });
+    evaluator.start();
+    try {
+      await waitFor(() => lights.writesTo(id).at(-1) === 'solid:000040', { timeoutMs: 10_000, what: "the chosen signal's NO_DATA entry on light1" });
+    } finally {
+      await evaluator.stop();
+    }
+    expect(lights.writesTo(id)[0]).toBe('pulse:0000FF,2000'); // the default signal's, chosen before
+  }, 30_000);
 
   it('judges a light whose only sensor was detached before any cycle NO_SENSORS, as one detached after; the read shows the last evaluation until then', async () => {
     const me = manager();

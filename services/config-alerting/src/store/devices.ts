@@ -67,9 +67,13 @@ export async function chooseSignal(tx: ConfigTx, deviceId: string, signalId: num
   else await tx.deviceSignal.upsert({ where: { deviceId }, create: { deviceId, signalId }, update: { signalId } });
 }
 
-/** Light1 must be rewritten at the next cycle (its signal changed). */
+/**
+ * Light1 must be rewritten at the next cycle (its signal changed). The request is counted, so a
+ * cycle whose write was chosen before it (with the signal as it was) does not clear it when it
+ * records that write (store/evaluation.ts, recordWrites).
+ */
 export async function markForWrite(tx: ConfigTx, deviceIds: string[]): Promise<void> {
-  if (deviceIds.length > 0) await tx.alertState.updateMany({ where: { deviceId: { in: deviceIds } }, data: { writeNeeded: true } });
+  if (deviceIds.length > 0) await tx.alertState.updateMany({ where: { deviceId: { in: deviceIds } }, data: { writeNeeded: true, writeRequests: { increment: 1 } } });
 }
 
 export async function alertLevelOf(db: ConfigTx, deviceId: string): Promise<string | null> {

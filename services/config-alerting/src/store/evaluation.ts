@@ -205,6 +205,8 @@ export interface WriteCandidate {
   deviceId: string;
   level: Level;
   signalId: number | null;
+  /** The light's count of rewrite requests when it was read (store/devices.ts, markForWrite). */
+  requests: number;
 }
 
 /**
@@ -226,12 +228,12 @@ export interface HourlySlot {
 /** Devices of the list whose light1 is due: a write asked for, its hourly slot, or none for an hour. */
 export async function dueWrites(db: ConfigTx, deviceIds: string[], hourly: HourlySlot): Promise<WriteCandidate[]> {
   if (deviceIds.length === 0) return [];
-  const rows = await db.$queryRaw<Array<{ device_id: string; level: string; signal_id: number | null }>>`
-    SELECT a.device_id, a.level, ds.signal_id FROM alert_states a LEFT JOIN device_signals ds ON ds.device_id = a.device_id
+  const rows = await db.$queryRaw<Array<{ device_id: string; level: string; signal_id: number | null; write_requests: number }>>`
+    SELECT a.device_id, a.level, ds.signal_id, a.write_requests FROM alert_states a LEFT JOIN device_signals ds ON ds.device_id = a.device_id
     WHERE a.device_id = ANY(${deviceIds}::bpchar[]) AND (
       a.write_needed OR a.written_at IS NULL OR a.written_at < ${hourly.hourAgo}
       OR (a.written_at < ${hourly.writtenBefore} AND mod(abs(hashtext(a.device_id || '/hourly')::bigint), ${hourly.slots}) = ${hourly.current}))`;
-  return rows.map((r) => ({ deviceId: r.device_id, level: r.level as Level, signalId: r.signal_id }));
+  return rows.map((r) => ({ deviceId: r.device_id, level: r.level as Level, signalId: r.signal_id, requests: r.write_requests }));
 }
 
 export interface WrittenLight {
@@ -239,14 +241,20 @@ export interface WrittenLight {
   level: Level;
   payload: string;
   at: Date;
+  /** The count of rewrite requests the write was chosen with (WriteCandidate.requests). */
+  requests: number;
 }
 
-/** Records writes (one statement for a shard's); a level that changed meanwhile keeps asking for one. */
+/**
+ * Records writes (one statement for a shard's). A light keeps asking for a write when its level
+ * changed meanwhile, or when a rewrite was requested after the write was chosen: a signal chosen,
+ * edited or deleted while the cycle was writing the entry it read before.
+ */
 export async function recordWrites(db: ConfigTx, writes: WrittenLight[]): Promise<void> {
   if (writes.length === 0) return;
   await db.$executeRaw`
-    UPDATE alert_states a SET write_needed = (a.level <> w.level), written_payload = w.payload, written_at = w.at
-    FROM unnest(${writes.map((w) => w.deviceId)}::bpchar[], ${writes.map((w) => w.level)}::text[], ${writes.map((w) => w.payload)}::text[], ${writes.map((w) => w.at)}::timestamptz[])
-      AS w(device_id, level, payload, at)
+    UPDATE alert_states a SET write_needed = (a.level <> w.level OR a.write_requests <> w.requests), written_payload = w.payload, written_at = w.at
+    FROM unnest(${writes.map((w) => w.deviceId)}::bpchar[], ${writes.map((w) => w.level)}::text[], ${writes.map((w) => w.payload)}::text[], ${writes.map((w) => w.at)}::timestamptz[], ${writes.map((w) => w.requests)}::int[])
+      AS w(device_id, level, payload, at, requests)
     WHERE a.device_id = w.device_id`;
 }

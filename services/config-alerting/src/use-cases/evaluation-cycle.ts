@@ -213,7 +213,7 @@ export class EvaluationCycle {
         const payload = payloadOf(d.signalId, d.level);
         try {
           const sent = await lights.writeAutomation(call(), d.deviceId, payload);
-          written.push({ deviceId: d.deviceId, level: d.level, payload, at: new Date(sent.sent_at) });
+          written.push({ deviceId: d.deviceId, level: d.level, payload, at: new Date(sent.sent_at), requests: d.requests });
         } catch (err) {
           logger.warn({ device_id: d.deviceId, err: (err as Error).message }, 'automation write failed; the next cycle retries');
         }

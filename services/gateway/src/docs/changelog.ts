@@ -75,6 +75,7 @@ export const CHANGELOG: readonly ChangelogEntry[] = [
       'A live reading or energy reset token of more than 128 characters is 404 `not_found`, as any token not issued for the device is (it was 400 `validation_error`).',
       'Energy points in a zone whose offset had seconds (Africa/Monrovia before 1972-01-07, −00:44:30) write it as `-00:44:30` (it was written `-00:44.5`, which no date-time parser reads).',
       '`POST /v1/meter/devices/{device_id}/report` and `.../resetenergy` spend from the per-device command limits, as the same commands through `POST /v1/devices/{device_id}/system/commands` do (they did not).',
+      'Temperature automation: a signal chosen, edited or deleted just as a cycle rewrites light1 reaches the light at the next cycle (the new entry could wait up to an hour for the hourly rewrite).',
       'Machine-readable description at `/openapi.json` (OpenAPI 3.1, document version 1.0.0), the quick-start guide at `/docs`, the full reference at `/docs_adv` and this changelog.',
     ],
   },
