@@ -217,7 +217,9 @@ describe('buildOpenApiDocument', () => {
 
   it('derives only the shared errors for the account route', () => {
     const op = operation('/v1/account', 'get');
-    expect(statuses(op)).toEqual([200, 401, 429, 500, 503]);
+    expect(statuses(op)).toEqual([200, 400, 401, 429, 500, 503]);
+    // A route without parameters still refuses a query string it does not take.
+    expect(obj(responses(op)['400']).description).toEqual(expect.stringContaining('query parameter (the route takes none)'));
     expect(codesAt(op, 401)).toEqual(['unauthorized']);
     expect(codesAt(op, 429)).toEqual(['rate_limited']);
     expect(codesAt(op, 500)).toEqual(['internal_error']);
@@ -248,8 +250,12 @@ describe('buildOpenApiDocument', () => {
     expect(obj(responses(op)['400']).description).toEqual(expect.stringContaining('Bad channel or payload.'));
     expect(obj(responses(op)['404']).description).toEqual(expect.stringContaining('is not a `light`'));
     expect(obj(responses(op)['429']).description).toEqual(expect.stringContaining('per-device command limit'));
+    // Two refusals share the code: the missing permission names it, a channel not allowed names none.
     const examples = obj(obj(obj(obj(responses(op)['403']).content)['application/json']).examples);
     expect(obj(obj(examples.forbidden).value).required_permission).toBe('raw_commands');
+    expect(obj(examples.forbidden_2).value).toEqual(expect.objectContaining({ code: 'forbidden', error: expect.stringContaining('may not command this channel') }));
+    expect(obj(obj(examples.forbidden_2).value).required_permission).toBeUndefined();
+    expect(obj(responses(op)['403']).description).toEqual(expect.stringMatching(/lacks the `raw_commands` permission[\s\S]*may not command this channel/));
     expect(op['x-limit-classes']).toEqual(['device_command']);
 
     const params = (op.parameters as unknown[]).map(deref);
@@ -331,7 +337,7 @@ describe('buildOpenApiDocument', () => {
     expect(op['x-sunset']).toBe('2027-06-01');
     expect(headerNames(op, 200)).toEqual(expect.arrayContaining(['Deprecation', 'Sunset', 'Link']));
     expect(op.description).toEqual(expect.stringContaining('2027-06-01'));
-    expect(statuses(op)).toEqual([200, 401, 429, 500, 503]);
+    expect(statuses(op)).toEqual([200, 400, 401, 429, 500, 503]);
     expect(operation('/v1/account', 'get').deprecated).toBeUndefined();
   });
 
@@ -359,8 +365,26 @@ describe('buildOpenApiDocument', () => {
     expect(() => buildOpenApiDocument([{ ...base, params: { profile_id: { type: 'integer' }, extra: { type: 'string' } } }])).toThrow(/extra/);
   });
 
+  it('names the permission that lifts a route’s own 403 only where one does, and the body errors of routes that take none', () => {
+    const publish = operation('/v1/system/mqtt/messages', 'post');
+    const examples = obj(obj(obj(obj(responses(publish)['403']).content)['application/json']).examples);
+    expect(Object.values(examples).map((e) => obj(obj(e).value).required_permission)).toEqual(['raw_mqtt_global', 'raw_mqtt_global']);
+    expect(codesAt(publish, 403)).toEqual(['forbidden']);
+    const deleteFile = operation('/v1/system/files', 'delete');
+    const fileExamples = Object.values(obj(obj(obj(obj(responses(deleteFile)['403']).content)['application/json']).examples)).map((e) => obj(obj(e).value));
+    expect(fileExamples.map((v) => v.required_permission)).toEqual([expect.any(String), undefined]);
+    // A bodiless POST still reads what is sent: a body with fields is 400, one not JSON is 415.
+    const report = operation('/v1/meter/devices/{device_id}/report', 'post');
+    expect(statuses(report)).toEqual(expect.arrayContaining([400, 413, 415]));
+    expect(obj(responses(report)['400']).description).toEqual(expect.stringContaining('the route takes none: send none, or `{}`'));
+    // A settings write's acknowledgement names its key.
+    const setting = operation('/v1/devices/{device_id}/system/settings/{key}', 'put');
+    expect(obj(obj(obj(obj(responses(setting)['202']).content)['application/json']).schema).required).toEqual(expect.arrayContaining(['key', 'command']));
+  });
+
   it('exposes the derived errors per route', () => {
     expect(deriveErrors(tableRoutes[0] as RouteDef).map((e) => `${e.status} ${e.code}`)).toEqual([
+      '400 validation_error',
       '401 unauthorized',
       '429 rate_limited',
       '500 internal_error',

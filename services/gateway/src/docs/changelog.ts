@@ -76,6 +76,7 @@ export const CHANGELOG: readonly ChangelogEntry[] = [
       'Energy points in a zone whose offset had seconds (Africa/Monrovia before 1972-01-07, −00:44:30) write it as `-00:44:30` (it was written `-00:44.5`, which no date-time parser reads).',
       '`POST /v1/meter/devices/{device_id}/report` and `.../resetenergy` spend from the per-device command limits, as the same commands through `POST /v1/devices/{device_id}/system/commands` do (they did not).',
       'Temperature automation: a signal chosen, edited or deleted just as a cycle rewrites light1 reaches the light at the next cycle (the new entry could wait up to an hour for the hourly rewrite).',
+      'The description document: a route refusing with 403 `forbidden` for a reason no permission lifts (a channel not allowed, a protected file name) lists it beside the missing permission, and only the missing permission’s example carries `required_permission`; every route lists 400 for a query parameter it does not take, and every POST, PUT and DELETE 400, 413 and 415 for a body it does not take; a settings write’s acknowledgement requires `key`.',
       'Machine-readable description at `/openapi.json` (OpenAPI 3.1, document version 1.0.0), the quick-start guide at `/docs`, the full reference at `/docs_adv` and this changelog.',
     ],
   },

@@ -284,8 +284,8 @@ ${row(['Live reading', 'At most one request per meter every 10 seconds, whoever 
 <h2>Temperature alerting: a worked example</h2>
 <p>A light can relay readings of temperature sensors near it (a fridge, a cold room). You attach a sensor to the light with an <em>alert profile</em> (rules over the sensor's recent readings), and choose an <em>alert signal</em> (what <code>light1</code> shows at each level). About every 2 minutes the platform evaluates every attached sensor; at each change of the light's level, and once an hour, it writes the signal's entry for that level to <code>light1</code>. <code>light2</code>, <code>light3</code>, <code>sound</code> and <code>contact</code> are never touched. You need <code>profile_manage</code>, <code>signal_manage</code>, <code>config_write</code> and <code>config_read</code>.</p>
 <p><strong>1. A profile.</strong> Rules run in order and the first whose conditions all hold gives the level; none does: the <code>default</code>. This one says: no reading for 15 minutes is stale, above 8 °C three readings in a row is a warning, one reading above 8 °C is an advisory:</p>
-<pre><code>curl -sS -X POST "$BASE_URL/v1/profiles" \
-  -H "Authorization: Bearer $API_KEY" -H "Content-Type: application/json" \
+<pre><code>curl -sS -X POST "$BASE_URL/v1/profiles" \\
+  -H "Authorization: Bearer $API_KEY" -H "Content-Type: application/json" \\
   -d '{"name": "Fridge", "default": "CLEAR", "rules": [
         {"all": [{"metric": "newest_age_secs", "op": "&gt;", "value": 900}], "level": "STALE_DATA"},
         {"all": [{"metric": "latest_temp_c", "op": "&gt;", "value": 8},
@@ -293,19 +293,19 @@ ${row(['Live reading', 'At most one request per meter every 10 seconds, whoever 
         {"all": [{"metric": "latest_temp_c", "op": "&gt;", "value": 8}], "level": "ADVISORY"}]}'</code></pre>
 <p>The answer is <code>201</code> with <code>{"id": 7}</code> and <code>Location: /v1/profiles/7</code>. A malformed rule is <code>400 validation_error</code> naming it, e.g. <code>rules[1].all[0].op</code>.</p>
 <p><strong>2. A signal</strong> (or use the default one: solid green, solid amber, solid red, pulsing blue when there is no data). Every entry is checked as the light would run it; values are never rounded:</p>
-<pre><code>curl -sS -X POST "$BASE_URL/v1/alert-signals" \
-  -H "Authorization: Bearer $API_KEY" -H "Content-Type: application/json" \
+<pre><code>curl -sS -X POST "$BASE_URL/v1/alert-signals" \\
+  -H "Authorization: Bearer $API_KEY" -H "Content-Type: application/json" \\
   -d '{"name": "Kitchen", "entries": {
         "CLEAR":    {"light": {"type": "Solid", "color": {"r": 0, "g": 128, "b": 0}}},
         "ADVISORY": {"light": {"type": "Solid", "color": {"r": 255, "g": 191, "b": 0}}},
         "WARNING":  {"light": {"type": "Pulse", "color": {"r": 255, "g": 0, "b": 0}, "period_s": 0.5}},
         "NO_DATA":  {"light": {"type": "Solid", "color": {"r": 0, "g": 0, "b": 64}}}}}'</code></pre>
 <p><strong>3. Attach the sensor and choose the signal</strong> on the light (<code>0A1B2C3D4E5F</code>, sensor <code>fridge.1</code> as the light relays it):</p>
-<pre><code>curl -sS -X POST "$BASE_URL/v1/devices/0A1B2C3D4E5F/sensors" \
-  -H "Authorization: Bearer $API_KEY" -H "Content-Type: application/json" \
+<pre><code>curl -sS -X POST "$BASE_URL/v1/devices/0A1B2C3D4E5F/sensors" \\
+  -H "Authorization: Bearer $API_KEY" -H "Content-Type: application/json" \\
   -d '{"tdl_id": "fridge.1", "profile_id": 7}'
-curl -sS -X PUT "$BASE_URL/v1/devices/0A1B2C3D4E5F/alert-signal" \
-  -H "Authorization: Bearer $API_KEY" -H "Content-Type: application/json" \
+curl -sS -X PUT "$BASE_URL/v1/devices/0A1B2C3D4E5F/alert-signal" \\
+  -H "Authorization: Bearer $API_KEY" -H "Content-Type: application/json" \\
   -d '{"alert_signal_id": 12}'</code></pre>
 <p><strong>4. Watch it work.</strong> While the fridge stays cold, <code>light1</code> is solid green. When three readings in a row are above 8 °C, the next evaluation moves the light to WARNING and <code>light1</code> pulses red; when the sensor falls silent for 15 minutes it shows the NO_DATA entry. <code>GET /v1/devices/0A1B2C3D4E5F/config</code> shows the sensors with their profiles and the chosen signal. A profile change takes effect at the next evaluation; a signal change reaches the light at its next level change or within the hour.</p>
 <p><strong>Your own <code>light1</code> commands.</strong> Automation overwrites <code>light1</code> at its next write. To show something else on <code>light1</code> for a while, suspend automation with <code>PUT /v1/devices/{device_id}/automation</code> <code>{"enabled": false}</code> (permission <code>automation_control</code>); the level is still evaluated, and the pending entry is written as soon as you enable it again.</p>
@@ -316,19 +316,19 @@ curl -sS -X PUT "$BASE_URL/v1/devices/0A1B2C3D4E5F/alert-signal" \
 <h2>System interface and file push: a worked example</h2>
 <p>Every device runs system verbs (<code>query</code>, <code>reboot</code>, settings writes, file verbs, and destructive ones that need <code>system_destructive</code> and <code>confirm</code> equal to the device id); <code>GET /v1/system/commands</code> lists them with the settings catalog. Commands are fire-and-forget: a 202 carries the exact line published, and the device's acknowledgement (that line followed by <code>&gt;ok</code>, <code>&gt;failed</code>, <code>&gt;applied</code> or <code>&gt;unknown</code>) arrives in the response feed. This example puts a sound on a light. You need <code>file_upload</code>, <code>system_control</code> and <code>system_read</code>.</p>
 <p><strong>1. Upload the sound.</strong> A multipart upload into <code>files/</code>; the answer carries its SHA-256 and an audio check (best: mono MP3, 16 kHz, 48 kbps constant bitrate, no tags). A name that exists is <code>409 conflict</code>: uploads never overwrite.</p>
-<pre><code>curl -sS -X POST "$BASE_URL/v1/system/files" \
-  -H "Authorization: Bearer $API_KEY" \
+<pre><code>curl -sS -X POST "$BASE_URL/v1/system/files" \\
+  -H "Authorization: Bearer $API_KEY" \\
   -F dir=files -F file=@doorbell.mp3</code></pre>
 <pre><code>{"dir": "files", "name": "doorbell.mp3", "size": 21600, "sha256": "9f2c…",
  "audio": {"playable": true, "ideal": true, "fixable": true, "summary": {"format": "MPEG-2 Layer III", "sample_rate_hz": 16000, "channel_mode": "mono", "bitrate_kbps": 48, …}, "issues": []}}</code></pre>
 <p><strong>2. Push it to the light.</strong> Send an <code>Idempotency-Key</code> so a retry never pushes twice (the key is remembered as long as the transfer exists):</p>
-<pre><code>curl -sS -X POST "$BASE_URL/v1/devices/0A1B2C3D4E5F/files" \
-  -H "Authorization: Bearer $API_KEY" -H "Content-Type: application/json" \
-  -H "Idempotency-Key: push-doorbell-0A1B2C3D4E5F" \
+<pre><code>curl -sS -X POST "$BASE_URL/v1/devices/0A1B2C3D4E5F/files" \\
+  -H "Authorization: Bearer $API_KEY" -H "Content-Type: application/json" \\
+  -H "Idempotency-Key: push-doorbell-0A1B2C3D4E5F" \\
   -d '{"name": "doorbell.mp3", "dest": "bell.mp3"}'</code></pre>
 <pre><code>202 Accepted
 Location: /v1/devices/0A1B2C3D4E5F/files/xf_3a9e…
-{"transfer_id": "xf_3a9e…", "state": "sent", "terminal": false, "src": "files/doorbell.mp3", "dest": "bell.mp3",
+{"transfer_id": "xf_3a9e…", "device_id": "0A1B2C3D4E5F", "state": "sent", "terminal": false, "src": "files/doorbell.mp3", "dest": "bell.mp3",
  "sha256": "9f2c…", "attempts": 1, "detail": null, "device_online": true, "poll_after_s": 5,
  "timeline": {"created_at": "…", "sent_at": "…", "ack_deadline": "…", "settled_at": null}, "note": "…"}</code></pre>
 <p><strong>3. Poll until <code>terminal</code>.</strong> The device downloads the file from a signed URL, checks its SHA-256 and acknowledges. <code>succeeded</code>: it has the file. <code>failed</code>: <code>detail</code> says why (for example a SHA-256 mismatch). <code>timed_out</code>: no answer before <code>timeline.ack_deadline</code>; the acknowledgement can be lost while the device reconnects, so read <code>GET /v1/devices/{device_id}/system/settings</code> and look for the file in <code>file_list</code> before trying again. Wait <code>poll_after_s</code> between polls; your client's timeout must exceed the deadline.</p>

@@ -240,24 +240,31 @@ function limitText(route: RouteDef): string {
  * The errors a route may answer: the ones derived from its definition (authentication,
  * rate limits, permission, validation, media type, device scope, idempotency, server
  * failures) plus its own `errors`. Ordered by status; a route's own entry for a derived
- * code replaces the derived wording.
+ * code replaces the derived wording, except a 403 `forbidden` of its own, which is another
+ * refusal beside the missing permission (a channel not allowed, a protected name) and is
+ * listed after it.
  */
 export function deriveErrors(route: RouteDef): ErrorSpec[] {
   const derived: ErrorSpec[] = [];
-  const add = (status: number, code: string, when: string): void => {
-    derived.push({ status, code, when });
+  const add = (status: number, code: string, when: string, liftedBy?: string): void => {
+    derived.push({ status, code, when, ...(liftedBy !== undefined ? { liftedBy } : {}) });
   };
+  const v1 = isV1(route.path);
+  // Every route reads a body and a query string, whether it takes them or not (request-validation.ts).
+  const readsBody = v1 && !('upload' in route.target) && route.method !== 'GET';
 
   const validated: string[] = [];
   if (pathParamNames(route.path).length > 0) validated.push('path parameter');
   if (route.query) validated.push('query parameter (unknown parameters are refused too)');
+  else if (v1) validated.push('query parameter (the route takes none)');
   if (route.body) validated.push('body (including one that is not valid JSON or not a JSON object)');
+  else if (readsBody) validated.push('body (the route takes none: send none, or `{}`)');
   if (validated.length > 0) add(400, 'validation_error', `Invalid ${joinWords(validated, 'or')}.`);
 
-  if (isV1(route.path)) add(401, 'unauthorized', 'The API key is missing, malformed, unknown, revoked or disabled.');
+  if (v1) add(401, 'unauthorized', 'The API key is missing, malformed, unknown, revoked or disabled.');
 
   if (route.permission !== null) {
-    add(403, 'forbidden', `The key lacks ${permissionText(route)} (the body names it in \`required_permission\`), or the request targets a channel, command or setting not permitted.`);
+    add(403, 'forbidden', `The key lacks ${permissionText(route)} (the body names it in \`required_permission\`).`, permissionsOf(route)[0]);
   }
 
   if (route.device) {
@@ -266,8 +273,8 @@ export function deriveErrors(route: RouteDef): ErrorSpec[] {
   }
 
   if (route.idempotent) add(409, 'idempotency_in_progress', 'A request with the same `Idempotency-Key` is still running; retry after `Retry-After` seconds.');
-  if (route.body) add(413, 'payload_too_large', 'The body is larger than the gateway accepts.');
-  if (route.body) add(415, 'unsupported_media_type', 'A body was sent with a media type other than `application/json`.');
+  if (route.body || readsBody) add(413, 'payload_too_large', 'The body is larger than the gateway accepts.');
+  if (route.body || readsBody) add(415, 'unsupported_media_type', 'A body was sent with a media type other than `application/json`.');
   if ('upload' in route.target) add(415, 'unsupported_media_type', 'The body is not `multipart/form-data`.');
   if (route.idempotent) add(422, 'idempotency_key_reused', 'The `Idempotency-Key` was already used with a different request.');
 
@@ -282,16 +289,17 @@ export function deriveErrors(route: RouteDef): ErrorSpec[] {
   );
 
   const own = route.errors ?? [];
-  const merged: ErrorSpec[] = derived.map((d) => own.find((o) => o.status === d.status && o.code === d.code) ?? d);
+  const besideDerived = (e: ErrorSpec) => e.status === 403 && e.code === 'forbidden';
+  const merged: ErrorSpec[] = derived.map((d) => (besideDerived(d) ? d : (own.find((o) => o.status === d.status && o.code === d.code) ?? d)));
   for (const o of own) {
-    if (!merged.some((m) => m.status === o.status && m.code === o.code)) merged.push({ status: o.status, code: o.code, when: o.when });
+    if (besideDerived(o) || !merged.some((m) => m.status === o.status && m.code === o.code)) merged.push({ ...o });
   }
   // Stable sort: by status, keeping derived-then-own order within a status.
   return merged.map((e, i) => ({ e, i })).sort((a, b) => a.e.status - b.e.status || a.i - b.i).map(({ e }) => ({ ...e }));
 }
 
 function errorResponse(route: RouteDef, status: number, errors: ErrorSpec[]): Record<string, unknown> {
-  const codes = errors.map((e) => e.code);
+  const codes = [...new Set(errors.map((e) => e.code))];
   const headerNames: string[] = [...COMMON_HEADERS];
   if (status === 401) headerNames.push('WWW-Authenticate');
   else headerNames.push(...RATE_LIMIT_HEADERS);
@@ -299,10 +307,13 @@ function errorResponse(route: RouteDef, status: number, errors: ErrorSpec[]): Re
 
   const examples: Record<string, unknown> = {};
   for (const e of errors) {
-    const key = e.code.replace(/[^A-Za-z0-9._-]/g, '_') || 'error';
+    const base = e.code.replace(/[^A-Za-z0-9._-]/g, '_') || 'error';
+    let key = base;
+    for (let n = 2; key in examples; n++) key = `${base}_${n}`;
     const value: Record<string, unknown> = { error: e.when, code: e.code, request_id: EXAMPLE_REQUEST_ID };
-    if (status === 403 && e.code === 'forbidden' && route.permission !== null) value.required_permission = permissionsOf(route)[0];
-    examples[key] = { summary: e.code, value };
+    if (e.liftedBy !== undefined) value.required_permission = e.liftedBy;
+    const summary = e.code !== 'forbidden' ? e.code : e.liftedBy !== undefined ? `forbidden (lifted by ${e.liftedBy})` : 'forbidden (no permission lifts it)';
+    examples[key] = { summary, value };
   }
 
   const title = STATUS_TEXT[status] ?? `HTTP ${status}`;

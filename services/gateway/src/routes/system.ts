@@ -45,6 +45,8 @@ const ack: JsonSchema = {
     key: { type: 'string', description: 'Settings writes: the key.' },
   },
 };
+/** A settings write's acknowledgement names its key too. */
+const settingsAck: JsonSchema = { ...ack, required: ['key', 'topic', 'payload', 'sent_at', 'command'] };
 
 const registryAnswer: JsonSchema = {
   type: 'object',
@@ -266,7 +268,7 @@ export const systemRoutes: RouteDef[] = [
       properties: { value: { type: ['string', 'integer', 'boolean'], description: 'Of the key’s type.' }, confirm: confirmField },
     },
     limits: ['device_command'],
-    responses: { 202: { description: 'Published', schema: ack } },
+    responses: { 202: { description: 'Published', schema: settingsAck } },
     errors: [{ status: 400, code: 'validation_error', when: 'A key outside the catalog, or a value not of its type or range.' }, confirmationRequired, encryptionUnavailable, publishFailed],
   },
   {
@@ -463,7 +465,7 @@ export const systemRoutes: RouteDef[] = [
         code: 'validation_error',
         when: 'A wildcard in the topic; on `sys/exe`: control characters in the line, a secret key in a line that is not the protocol’s `set>key=value`, or a secret pair after another one.',
       },
-      { status: 403, code: 'forbidden', when: 'raw_mqtt_devices: a topic outside every in-scope device (raw_mqtt_global would allow it).' },
+      { status: 403, code: 'forbidden', when: 'raw_mqtt_devices: a topic outside every in-scope device (raw_mqtt_global would allow it).', liftedBy: 'raw_mqtt_global' },
       {
         status: 409,
         code: 'encryption_unavailable',
@@ -500,7 +502,7 @@ export const systemRoutes: RouteDef[] = [
     },
     errors: [
       { status: 400, code: 'validation_error', when: 'A filter that is not valid, a cursor of another filter, or (raw_mqtt_devices) a filter that spans devices.' },
-      { status: 403, code: 'forbidden', when: 'raw_mqtt_devices: a filter under a device outside the key’s scope (raw_mqtt_global would allow it).' },
+      { status: 403, code: 'forbidden', when: 'raw_mqtt_devices: a filter under a device outside the key’s scope (raw_mqtt_global would allow it).', liftedBy: 'raw_mqtt_global' },
     ],
   },
 ];

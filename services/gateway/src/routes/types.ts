@@ -46,6 +46,11 @@ export interface ErrorSpec {
   status: number;
   code: string;
   when: string;
+  /**
+   * For a 403 `forbidden`: the permission that would lift it, named in the answer's
+   * `required_permission`; absent for a refusal no permission lifts (a channel not allowed).
+   */
+  liftedBy?: string;
 }
 
 /**
