@@ -107,7 +107,7 @@ beforeAll(async () => {
   gw.bus.serve(subject('poke'), async (req) => {
     record('poke', req);
     // `{"known": true}`: a request the owner recognises as one already made (as system-files does a file push's key after 24 hours).
-    if ((req.body as { known?: boolean } | undefined)?.known) return { status: 200, body: { device: req.device?.device_id }, unspent: true as const };
+    if ((req.body as { known?: boolean } | undefined)?.known) return { status: 200, body: { device: req.device?.device_id, n: (calls.poke ?? []).length }, unspent: true as const };
     return { status: 202, body: { device: req.device?.device_id, n: (calls.poke ?? []).length } };
   });
   gw.bus.serve(subject('label'), async (req) => (record('label', req), { status: 204 }));
@@ -398,6 +398,29 @@ describe('a request its owner recognised as already made', () => {
     for (let k = 0; k < 3; k += 1) expect((await call(gw.url, 'POST', `/v1/devices/${device}/pokes`, { key: q.key, body: { known: true } })).status).toBe(200);
     expect((await call(gw.url, 'POST', `/v1/devices/${device}/pokes`, { key: q.key })).status).toBe(202);
     expect((await call(gw.url, 'POST', `/v1/devices/${device}/pokes`, { key: q.key })).body.code).toBe('rate_limited');
+  });
+
+  it('does not keep that answer for its Idempotency-Key: each retry reads the current state again', async () => {
+    const q = await gw.partner(['--permissions', 'raw_commands', '--grant', '76']);
+    const device = light(76);
+    const headers = { 'Idempotency-Key': `late-${uniqueId()}` };
+    const first = await call(gw.url, 'POST', `/v1/devices/${device}/pokes`, { key: q.key, headers, body: { known: true } });
+    const second = await call(gw.url, 'POST', `/v1/devices/${device}/pokes`, { key: q.key, headers, body: { known: true } });
+    expect([first.status, second.status]).toEqual([200, 200]);
+    expect(second.headers.get('idempotent-replayed')).toBeNull();
+    expect(second.body.n).toBe(Number(first.body.n) + 1);
+  });
+});
+
+describe('the idempotency fingerprint', () => {
+  it('takes a retry with `{}` as the same request as one sent without a body', async () => {
+    const q = await gw.partner(['--permissions', 'raw_commands', '--grant', '75']);
+    const device = light(75);
+    const headers = { 'Idempotency-Key': `empty-${uniqueId()}` };
+    const first = await call(gw.url, 'POST', `/v1/devices/${device}/pokes`, { key: q.key, headers });
+    const again = await call(gw.url, 'POST', `/v1/devices/${device}/pokes`, { key: q.key, headers, body: {} });
+    expect([first.status, again.status, again.headers.get('idempotent-replayed')]).toEqual([202, 202, 'true']);
+    expect(again.body).toEqual(first.body);
   });
 });
 

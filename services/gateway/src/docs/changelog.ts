@@ -77,6 +77,8 @@ export const CHANGELOG: readonly ChangelogEntry[] = [
       '`POST /v1/meter/devices/{device_id}/report` and `.../resetenergy` spend from the per-device command limits, as the same commands through `POST /v1/devices/{device_id}/system/commands` do (they did not).',
       'Temperature automation: a signal chosen, edited or deleted just as a cycle rewrites light1 reaches the light at the next cycle (the new entry could wait up to an hour for the hourly rewrite).',
       'The description document: a route refusing with 403 `forbidden` for a reason no permission lifts (a channel not allowed, a protected file name) lists it beside the missing permission, and only the missing permission’s example carries `required_permission`; every route lists 400 for a query parameter it does not take, and every POST, PUT and DELETE 400, 413 and 415 for a body it does not take; a settings write’s acknowledgement requires `key`.',
+      'File push: the answer to a key older than 24 hours (200 with the transfer’s current state) is not kept for the key, so every later retry reads the state again (the first such answer was replayed for the next 24 hours, `sent` after the transfer had `succeeded`).',
+      'Idempotency: a retry sent with `{}` where the first request had no body (or the other way round) is the same request, replayed, as the route takes both alike (it was 422 `idempotency_key_reused`).',
       'Machine-readable description at `/openapi.json` (OpenAPI 3.1, document version 1.0.0), the quick-start guide at `/docs`, the full reference at `/docs_adv` and this changelog.',
     ],
   },

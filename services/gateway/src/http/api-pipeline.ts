@@ -42,7 +42,12 @@ export interface PipelineDeps {
 const REPLAYED_HEADERS = ['location', 'content-location'];
 
 /** The response a request produced, before it is written (so it can be kept for replays). */
-type Outcome = StoredResponse;
+/**
+ * A route's answer. `current` marks an answer its owner gave for a request it recognised as
+ * one already made (a file push's key after 24 hours): the resource's state now, which a
+ * later retry must read again, so it is not kept for replay.
+ */
+type Outcome = StoredResponse & { current?: true };
 
 /**
  * Every /v1 request, in the spec's order: route, authentication, the partner's request
@@ -118,7 +123,8 @@ export function apiPipeline(deps: PipelineDeps) {
       await spend.requestWindow();
       throw err;
     }
-    if (held) await keepForReplay(deps, held, outcome, requestId);
+    if (held && outcome.current) await deps.idempotency.release(held.scope, held.key).catch(warnIfFails(deps.logger, 'releasing the idempotency key', { request_id: requestId }));
+    else if (held) await keepForReplay(deps, held, outcome, requestId);
     await writeOutcome(req, res, route, outcome, false);
   };
 }
@@ -342,15 +348,19 @@ async function runRoute(
   // A request the owner recognised as one already made (a file push's key after 24 hours) is a
   // replay in all but name: like a replay, it spends nothing from the route's limits.
   if (reply.unspent && spent) await refund(deps, spent, requestId);
-  return { status: reply.status, headers: reply.headers ?? {}, body: reply.body };
+  return { status: reply.status, headers: reply.headers ?? {}, body: reply.body, ...(reply.unspent ? { current: true as const } : {}) };
 }
 
-/** The parsed body when it is JSON (so key order does not matter), else its text. */
+/**
+ * The parsed body when it is JSON (so key order does not matter), else its text. `{}` is no
+ * body, as the body reader takes it (a route whose fields are all optional takes either).
+ */
 function bodyForFingerprint(rawBody: Buffer): unknown {
   if (rawBody.length === 0) return undefined;
   const text = rawBody.toString('utf8');
   try {
     const parsed: unknown = JSON.parse(text);
+    if (isEmptyObject(parsed)) return undefined;
     // A body nested too deep for the fingerprint is refused later; its text stands in here.
     return withinDepth(parsed, MAX_BODY_DEPTH) ? parsed : text;
   } catch {
@@ -401,3 +411,4 @@ function storable(outcome: Outcome): Outcome {
   return outcome.body instanceof JsonBody ? { ...outcome, body: outcome.body.parse() } : outcome;
 }
 
+const isEmptyObject = (value: unknown): boolean => value !== null && typeof value === 'object' && !Array.isArray(value) && Object.keys(value).length === 0;
