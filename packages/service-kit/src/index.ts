@@ -19,3 +19,4 @@ export * from './outbox-relay';
 export * from './periodic-job';
 export * from './time-param';
 export * from './heap';
+export * from './gentle-close';

@@ -2,7 +2,7 @@ import { createHash } from 'node:crypto';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { DeviceSummary, RequestEnvelope } from '@fleet/contracts';
-import { ConflictError, NotFoundError } from '@fleet/service-kit';
+import { closeGently, ConflictError, NotFoundError } from '@fleet/service-kit';
 import { randomDeviceId } from '@fleet/test-kit';
 import { routes as realRoutes } from '../src/routes/table';
 import { call, startTestGateway, type TestGateway } from './support/harness';
@@ -43,9 +43,10 @@ beforeAll(async () => {
     let size = 0;
     if (answerEarly) {
       const { status, code } = answerEarly;
+      // As system-files refuses: Connection: close, the rest of the body left unread.
+      closeGently(req.socket, { graceMs: 2000, drain: false });
       res.writeHead(status, { 'content-type': 'application/json', connection: 'close' });
       res.end(JSON.stringify({ error: 'no', code, request_id: req.headers['x-request-id'] }));
-      req.once('data', () => req.destroy());
       return;
     }
     req.on('data', (chunk: Buffer) => {

@@ -79,6 +79,7 @@ export const CHANGELOG: readonly ChangelogEntry[] = [
       'The description document: a route refusing with 403 `forbidden` for a reason no permission lifts (a channel not allowed, a protected file name) lists it beside the missing permission, and only the missing permission’s example carries `required_permission`; every route lists 400 for a query parameter it does not take, and every POST, PUT and DELETE 400, 413 and 415 for a body it does not take; a settings write’s acknowledgement requires `key`.',
       'File push: the answer to a key older than 24 hours (200 with the transfer’s current state) is not kept for the key, so every later retry reads the state again (the first such answer was replayed for the next 24 hours, `sent` after the transfer had `succeeded`).',
       'Idempotency: a retry sent with `{}` where the first request had no body (or the other way round) is the same request, replayed, as the route takes both alike (it was 422 `idempotency_key_reused`).',
+      'Platform file upload: a large upload refused partway (its name already taken, the file over 32 MB) is answered with its 409 or 413; it could be 503 `service_unavailable` when the refusal cut the body short.',
       'Machine-readable description at `/openapi.json` (OpenAPI 3.1, document version 1.0.0), the quick-start guide at `/docs`, the full reference at `/docs_adv` and this changelog.',
     ],
   },

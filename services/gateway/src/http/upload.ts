@@ -2,7 +2,7 @@ import http from 'node:http';
 import https from 'node:https';
 import type { Request, Response } from 'express';
 import type { Principal } from '@fleet/contracts';
-import { ApiError, chunkReclaimer, fromEnvelopeError, ServiceUnavailableError, type Bus, type Logger } from '@fleet/service-kit';
+import { ApiError, chunkReclaimer, closeGently, fromEnvelopeError, ServiceUnavailableError, type Bus, type Logger } from '@fleet/service-kit';
 import { routeId, type RouteDef } from '../routes/types';
 import { sendError } from './error-response';
 
@@ -111,16 +111,16 @@ function refuseAtOnce(req: Request, res: Response, failure: ApiError): void {
 
 /**
  * Answers now, with Connection: close, while the client may still be sending: what it sends
- * next is dropped unread for at most LINGER_MS, then the connection closes. Closing at once
- * with unread input would make the kernel reset the connection and the client lose the answer.
+ * next is dropped unread for at most LINGER_MS, then the connection closes (closeGently).
+ * Closing at once with unread input would make the kernel reset the connection and the client
+ * lose the answer.
  */
 function answerAndLinger(req: Request, res: Response, answer: () => void): void {
   res.setHeader('Connection', 'close');
+  if (!req.complete) {
+    closeGently(req.socket, { graceMs: LINGER_MS, drain: true });
+    req.on('data', () => undefined);
+    req.resume();
+  }
   answer();
-  if (req.complete) return;
-  req.on('data', () => undefined);
-  req.resume();
-  const timer = setTimeout(() => req.socket.destroy(), LINGER_MS);
-  timer.unref();
-  req.socket.once('close', () => clearTimeout(timer));
 }

@@ -3,7 +3,7 @@ import { createServer, type IncomingMessage, type Server, type ServerResponse } 
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { pipeline } from 'node:stream/promises';
-import { ApiError, chunkReclaimer, isStoreOutage, type Logger } from '@fleet/service-kit';
+import { ApiError, chunkReclaimer, closeGently, isStoreOutage, type Logger } from '@fleet/service-kit';
 import type { SystemConfig } from '../config';
 import type { AudioVerdict } from '../domain/audio';
 import { fileLocation } from '../domain/file-names';
@@ -24,8 +24,8 @@ import { PayloadTooLargeError, sweepScratch, UploadAbortedError, uploadFile } fr
  *   `{error, code, request_id}`: 400 validation_error, 403 forbidden (bad, expired or reused
  *   ticket), 409 conflict, 413 payload_too_large, 415 unsupported_media_type, 503
  *   service_unavailable. An answer given before the body was read through (413, a bad name, a
- *   clash, a bad ticket) carries `Connection: close`, and the connection is closed once it is
- *   sent: the rest of the body is never read.
+ *   clash, a bad ticket) carries `Connection: close`, and the connection closes a moment after it
+ *   is sent (closeAfter): the rest of the body is never read.
  * - `GET|HEAD /d/<token>`: a device downloads a platform file by its signed URL; 403 when the
  *   token is invalid or expired, 404 when the file is gone. The bytes stream from the storage
  *   backend with Content-Length.
@@ -57,6 +57,8 @@ export interface FileServer {
 const STALE_SCRATCH_MS = 60 * 60 * 1000;
 /** How long a whole upload request may take (a slow partner link streams 32 MB). */
 const REQUEST_TIMEOUT_MS = 15 * 60 * 1000;
+/** How long a refused upload's connection stays open, unread, for the gateway to read the answer. */
+const CLOSE_GRACE_MS = 2000;
 
 /** Starts the file server on FILES_HTTP_HOST:FILES_HTTP_PORT. */
 export async function startFileServer(options: FileServerOptions): Promise<FileServer> {
@@ -195,10 +197,15 @@ function refuseMethod(req: IncomingMessage, res: ServerResponse, allow: string):
   sendError(res, requestIdOf(req), new ApiError(405, 'method_not_allowed', `Use ${allow}.`));
 }
 
-/** Answers with `Connection: close` and destroys the connection once the answer is out, leaving the rest of the body unread. */
+/**
+ * Answers with `Connection: close` and closes the connection once the answer is out, leaving the
+ * rest of the body unread. The close waits CLOSE_GRACE_MS with nothing more read (closeGently):
+ * closing at once with the body still arriving would reset the connection, and the gateway,
+ * still piping the body, could lose the answer.
+ */
 function closeAfter(req: IncomingMessage, res: ServerResponse): void {
   res.setHeader('Connection', 'close');
-  res.once('finish', () => req.destroy());
+  if (!req.complete) closeGently(req.socket, { graceMs: CLOSE_GRACE_MS, drain: false });
 }
 
 function toApiError(err: unknown, logger: Logger): ApiError {
