@@ -119,10 +119,12 @@ describe('Content-Encoding', () => {
     ['br', 'br', Buffer.from('{"name":"x"}')],
     ['an unknown coding', 'x-nonsense', Buffer.from('{"name":"x"}')],
     ['a list', 'identity, gzip', Buffer.from('{"name":"x"}')],
-  ])('is 415 for %s, on any route, with or without a key', async (_what, coding, body) => {
+  ])('is 415 for %s, on any route, after the key (401 without one where a route matches)', async (_what, coding, body) => {
     const headers = { 'Content-Type': 'application/json', 'Content-Encoding': coding };
     expectError(await call(gw.url, 'POST', '/v1/things/a', { key, body: body.toString('latin1'), headers }), 415, 'unsupported_media_type', /Content-Encoding/);
-    expectError(await call(gw.url, 'POST', '/v1/things/a', { body: body.toString('latin1'), headers }), 415, 'unsupported_media_type');
+    const keyless = await call(gw.url, 'POST', '/v1/things/a', { body: body.toString('latin1'), headers });
+    expectError(keyless, 401, 'unauthorized');
+    expect(keyless.headers.get('www-authenticate')).toMatch(/^Bearer/);
     expectError(await call(gw.url, 'GET', '/v1/account', { key, headers: { 'Content-Encoding': coding } }), 415, 'unsupported_media_type');
     expectError(await call(gw.url, 'GET', '/v1/nowhere', { headers: { 'Content-Encoding': coding } }), 415, 'unsupported_media_type');
   });
@@ -167,10 +169,16 @@ describe('Content-Encoding', () => {
     const full = await refusals[0]![2]();
     expectError(full, 429, 'rate_limited');
     expect(full.headers.get('retry-after')).toMatch(/^[0-9]+$/);
-    // Without a key nothing is counted and the refusal stays what it was.
+    // Without a key nothing is counted: on a route, 401 comes first, as for any request; where no
+    // route matches, the refusal stays what it was.
     const anonymous = await call(gw.url, 'POST', '/v1/things/a', { body: '{"name":"x"}', headers: { 'Content-Type': 'application/json', 'Content-Encoding': 'gzip' } });
-    expectError(anonymous, 415, 'unsupported_media_type');
+    expectError(anonymous, 401, 'unauthorized');
     expect(anonymous.headers.get('ratelimit-limit')).toBeNull();
+    const nowhere = await call(gw.url, 'POST', '/v1/nowhere', { body: `{"name":"${oversize}"}` });
+    expectError(nowhere, 413, 'payload_too_large');
+    expect(nowhere.headers.get('ratelimit-limit')).toBeNull();
+    const revoked = await call(gw.url, 'POST', '/v1/things/a', { key: `${tight.key}x`, body: `{"name":"${oversize}"}` });
+    expectError(revoked, 401, 'unauthorized');
   });
 
   it('answers a caller without the route’s permission 403 before refusing the rest of the request', async () => {

@@ -273,11 +273,29 @@ function keyWasSent(header: string | undefined): boolean {
 }
 
 /**
- * For a request answered before its route's checks (no route matches, or a header or body rule
- * refused it): a valid key still spends one request of its window and gets its RateLimit-*
- * headers, and a full window answers 429 first (the spec's order puts authentication and the
- * window before media type and validation). A missing or bad key does not turn the answer into
- * a 401.
+ * For a request a header or body rule refused before its route's checks (a header sent twice,
+ * a query string that is not UTF-8, a Content-Encoding, a body too large): the spec's order
+ * still holds where a route matches (the route, then the key, the request window and the
+ * permission), so a missing or bad key there is 401 and a key without the route's permission
+ * 403, whatever else is wrong with the request; past them the rule's refusal stands. Where no
+ * route matches, the key only counts (countAgainstCaller).
+ */
+export async function callerChecksFirst(deps: PipelineDeps, req: Request, res: Response): Promise<void> {
+  const found = deps.matcher.matchRequest(req);
+  if (found.kind !== 'found') {
+    await countAgainstCaller(deps, req, res);
+    return;
+  }
+  const principal = await authenticate(deps, req, res);
+  await spendRequestWindow(deps, principal, res);
+  checkAccess(found.match.route, principal, found.match.params, Buffer.alloc(0));
+}
+
+/**
+ * For a request no route matches (404, 405): a valid key still spends one request of its
+ * window and gets its RateLimit-* headers, and a full window answers 429 first (the spec's
+ * order puts authentication and the window before the rest). The route comes first, so a
+ * missing or bad key does not turn the answer into a 401.
  */
 export async function countAgainstCaller(deps: PipelineDeps, req: Request, res: Response): Promise<Principal | undefined> {
   const caller = await authenticate(deps, req, res).catch(() => undefined);

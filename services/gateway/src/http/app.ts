@@ -5,8 +5,7 @@ import type { Duplex } from 'node:stream';
 import express, { type NextFunction, type Request, type Response } from 'express';
 import { ApiError, parseTraceparent, startHop, telemetryOn, UnauthorizedError, ValidationError, withWork, type Logger } from '@fleet/service-kit';
 import { docsRouter } from '../docs';
-import { checkAccess } from './access';
-import { apiPipeline, countAgainstCaller, type PipelineDeps } from './api-pipeline';
+import { apiPipeline, callerChecksFirst, type PipelineDeps } from './api-pipeline';
 import { sendError } from './error-response';
 import { countAnswer } from './request-metrics';
 
@@ -133,18 +132,15 @@ function headerRules(deps: PipelineDeps) {
 
 /**
  * A refusal made before the route's checks (a header rule, a body the reader refused): answered
- * without reading the rest of the body, but a valid key still spends its request window and gets
- * its RateLimit-* headers, as the spec asks of every answer to an authenticated request; a full
- * window (429) or an unreachable limit store (503) is answered instead, in the spec's order.
+ * without reading the rest of the body, after the checks the spec puts first (callerChecksFirst):
+ * on a route that exists, a missing or bad key is 401, a full window 429, a missing permission
+ * 403, an unreachable key or limit store 503; a valid key spends its request window and gets its
+ * RateLimit-* headers, as the spec asks of every answer to an authenticated request.
  */
 async function refuseBeforeReading(deps: PipelineDeps, req: Request, res: Response, failure: unknown): Promise<void> {
   let answer = failure;
   try {
-    const caller = await countAgainstCaller(deps, req, res);
-    // Permissions come before the rest of the request: a caller without the route's permission
-    // learns that (403), not what else is wrong with a request it may not make.
-    const found = caller ? deps.matcher.matchRequest(req) : undefined;
-    if (caller && found?.kind === 'found') checkAccess(found.match.route, caller, found.match.params, Buffer.alloc(0));
+    await callerChecksFirst(deps, req, res);
   } catch (err) {
     answer = err;
   }
