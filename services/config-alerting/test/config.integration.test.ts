@@ -114,6 +114,37 @@ describe('profiles', () => {
     ok(await call('config.profile.delete', me, { params: { profile_id: String(id) } }), 204);
   });
 
+  it('reads every condition back as {metric, op, value}: null with is_null and not_null, whatever was sent', async () => {
+    const me = manager();
+    const rules = [{ all: [{ metric: 'latest_temp_c', op: 'is_null', value: 3 }, { metric: 'latest_humidity', op: 'not_null' }, { metric: 'latest_breach', op: '==', value: false }], level: 'STALE_DATA' }];
+    const { id } = ok(await call('config.profile.create', me, { body: { name: 'Nulls', rules } }), 201) as { id: number };
+    const listed = (ok(await call('config.profile.list', me)).profiles as Array<Record<string, unknown>>).find((p) => p.id === id);
+    expect(listed?.rules).toEqual([
+      {
+        all: [
+          { metric: 'latest_temp_c', op: 'is_null', value: null },
+          { metric: 'latest_humidity', op: 'not_null', value: null },
+          { metric: 'latest_breach', op: '==', value: false },
+        ],
+        level: 'STALE_DATA',
+      },
+    ]);
+  });
+
+  it('answers a profile deleted while a sensor is given it with 409 in_use or 404, never a 500', async () => {
+    const me = manager();
+    const answer = (reply: ReplyEnvelope) => (reply.ok ? String(reply.status) : `${reply.error.status} ${reply.error.code}`);
+    for (let round = 0; round < 20; round += 1) {
+      const { id } = ok(await call('config.profile.create', me, { body: { name: `Racing ${round}`, rules: [] } }), 201) as { id: number };
+      const [attached, deleted] = await Promise.all([
+        call('config.sensor.attach', me, { device: light(), body: { tdl_id: 'race', profile_id: id } }),
+        call('config.profile.delete', me, { params: { profile_id: String(id) } }),
+      ]);
+      const pair = `${answer(attached)} / ${answer(deleted)}`;
+      expect(['201 / 409 in_use', '404 not_found / 204']).toContain(pair);
+    }
+  });
+
   it('holds at most 50 own profiles, even when created at once', async () => {
     const me = manager();
     const replies = await Promise.all(Array.from({ length: 53 }, (_, k) => call('config.profile.create', me, { body: { name: `P${k}`, rules: [] } })));

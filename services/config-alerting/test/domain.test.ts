@@ -110,6 +110,11 @@ describe('readings', () => {
     expect(parse('acme/light/FFFFFFFFFFFF/tdl/fridge.1', reading).ok).toBe(false);
   });
 
+  it('takes a reading dated after its arrival as of its arrival, so it does not stay the newest', () => {
+    const ahead = parse('light/0123456789AB/tdl/fridge.1', { temp_c: 9, humidity: null, breach: true, at: now.getTime() / 1000 + 12 * 3600 });
+    expect(ahead).toMatchObject({ ok: true, reading: { at: now, receivedAt: now } });
+  });
+
   it('refuses what the protocol does not allow, with a reason', () => {
     expect(parse('light/0123456789AB/tdl/bad id', { temp_c: 1, humidity: 1, breach: false, at }).ok).toBe(false);
     expect(parse('light/0123456789AB/tdl/a', 'not json').ok).toBe(false);

@@ -47,5 +47,8 @@ export function parseReading(deviceId: string, topic: string, payload: Uint8Arra
   if (typeof r.breach !== 'boolean') return { ok: false, reason: 'breach is not a boolean' };
   if (typeof r.at !== 'number' || !Number.isFinite(r.at)) return { ok: false, reason: 'at is not epoch seconds' };
   if (r.at < EARLIEST_S || r.at > receivedAt.getTime() / 1000 + AHEAD_S) return { ok: false, reason: 'at is outside the plausible range' };
-  return { ok: true, reading: { deviceId, tdlId, at: new Date(Math.round(r.at * 1000)), tempC: r.temp_c, humidity: r.humidity, breach: r.breach, receivedAt } };
+  // A reading dated after it arrived (a device clock ahead) is taken as of its arrival: dated
+  // ahead, it would stay the sensor's newest until that time came, whatever came after it.
+  const atMs = Math.min(Math.round(r.at * 1000), receivedAt.getTime());
+  return { ok: true, reading: { deviceId, tdlId, at: new Date(atMs), tempC: r.temp_c, humidity: r.humidity, breach: r.breach, receivedAt } };
 }

@@ -10,7 +10,7 @@ import { orgNodeInScope, parentVisibleWithoutPath, type OrgNodeView } from '../d
 import { ConflictError, NotFoundError, ValidationError, type HandlerContext, type HandlerResult } from '@fleet/service-kit';
 import { isSensorId, LABEL_MAX } from '../domain/sensor-id';
 import { alertLevelOf, attachSensor, chooseSignal, chosenSignal, detachSensor, isAttached, markForWrite, sensorsOf, updateSensor } from '../store/devices';
-import { defaultProfile, profilesById, visibleProfile, visibleSignal } from '../store/documents';
+import { defaultProfile, holdUsableProfile, profilesById, visibleSignal } from '../store/documents';
 import type { ConfigDb, ConfigTx } from '../store/prisma';
 import { bodyOf, deviceOf, lightOf, nullableId, onlyFields, principalOf } from './envelope';
 
@@ -33,9 +33,9 @@ function tdlParam(req: RequestEnvelope): string {
   return tdl;
 }
 
-/** A profile id the partner may use (global or own), else 404. */
+/** A profile id the partner may use (global or own), held until the transaction ends; else 404. */
 async function usableProfile(tx: ConfigTx, ownerId: string, id: number | null): Promise<void> {
-  if (id !== null && !(await visibleProfile(tx, ownerId, id))) throw new NotFoundError('Profile not found.');
+  if (id !== null && !(await holdUsableProfile(tx, ownerId, id))) throw new NotFoundError('Profile not found.');
 }
 
 /**

@@ -7,6 +7,7 @@ import type { RequestEnvelope } from '@fleet/contracts';
 import { transactionBy } from '@fleet/db';
 import { ConflictError, ForbiddenError, NotFoundError, ValidationError, type HandlerContext, type HandlerResult } from '@fleet/service-kit';
 import { checkDescription, checkEntries, checkLevel, checkName, checkRules } from '../domain/documents';
+import type { Rule } from '../domain/metrics';
 import * as store from '../store/documents';
 import { markForWrite } from '../store/devices';
 import type { ConfigDb, ConfigTx } from '../store/prisma';
@@ -17,6 +18,9 @@ export const OWN_ROWS_MAX = 50;
 
 const scopeOf = (ownerId: string | null): 'global' | 'partner' => (ownerId === null ? 'global' : 'partner');
 
+/** Every condition reads back as `{metric, op, value}`: with is_null and not_null, whose value is not kept, `value` is null. */
+const rulesView = (rules: readonly Rule[]) => rules.map((rule) => ({ ...rule, all: rule.all.map((c) => ({ metric: c.metric, op: c.op, value: c.value ?? null })) }));
+
 export const profileView = (p: store.ProfileRow) => ({
   id: p.id,
   name: p.name,
@@ -24,7 +28,7 @@ export const profileView = (p: store.ProfileRow) => ({
   is_default: p.isDefault,
   version: p.version,
   description: p.description,
-  rules: p.rules,
+  rules: rulesView(p.rules),
   default: p.defaultLevel,
 });
 

@@ -68,12 +68,6 @@ export async function visibleProfiles(db: ConfigTx, ownerId: string): Promise<Pr
   return (await db.profile.findMany({ where: visibleTo(ownerId), orderBy: { id: 'asc' } })).map(asProfile);
 }
 
-export async function visibleProfile(db: ConfigTx, ownerId: string, id: number): Promise<ProfileRow | null> {
-  if (namesNoRow(id)) return null;
-  const p = await db.profile.findFirst({ where: { id, ...visibleTo(ownerId) } });
-  return p ? asProfile(p) : null;
-}
-
 export async function defaultProfile(db: ConfigTx): Promise<ProfileRow> {
   return asProfile(await db.profile.findFirstOrThrow({ where: { isDefault: true } }));
 }
@@ -105,10 +99,29 @@ export async function updateProfile(tx: ConfigTx, current: ProfileRow, f: Profil
   return version;
 }
 
+/**
+ * The partner's own profile, locked (FOR UPDATE) for its change or deletion until the transaction
+ * ends: a sensor being given it meanwhile (holdUsableProfile) is either committed first, and
+ * counted by a deletion (409 in_use), or waits and finds it gone (404), never a 500 from the
+ * foreign key.
+ */
 export async function ownProfile(tx: ConfigTx, ownerId: string, id: number): Promise<ProfileRow | null> {
   if (namesNoRow(id)) return null;
+  const locked = await tx.$queryRaw<Array<{ id: number }>>`SELECT id FROM profiles WHERE id = ${id} AND owner_id = ${ownerId} FOR UPDATE`;
+  if (locked.length === 0) return null;
   const p = await tx.profile.findFirst({ where: { id, ownerId } });
   return p ? asProfile(p) : null;
+}
+
+/**
+ * Whether the partner may give a sensor this profile (global or own), holding it (FOR KEY
+ * SHARE) until the transaction ends, so a deletion waits for the sensor (see ownProfile).
+ */
+export async function holdUsableProfile(tx: ConfigTx, ownerId: string, id: number): Promise<boolean> {
+  if (namesNoRow(id)) return false;
+  const held = await tx.$queryRaw<Array<{ id: number }>>`
+    SELECT id FROM profiles WHERE id = ${id} AND (owner_id IS NULL OR owner_id = ${ownerId}) FOR KEY SHARE`;
+  return held.length > 0;
 }
 
 export async function sensorsUsingProfile(tx: ConfigTx, id: number): Promise<number> {

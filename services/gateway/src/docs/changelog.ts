@@ -81,6 +81,8 @@ export const CHANGELOG: readonly ChangelogEntry[] = [
       'Idempotency: a retry sent with `{}` where the first request had no body (or the other way round) is the same request, replayed, as the route takes both alike (it was 422 `idempotency_key_reused`).',
       'Platform file upload: a large upload refused partway (its name already taken, the file over 32 MB) is answered with its 409 or 413; it could be 503 `service_unavailable` when the refusal cut the body short.',
       'A request to a route refused before its body is read (a `Content-Encoding`, a body over 1 MB, a header sent twice, a query string that is not UTF-8) without a valid key is 401 `unauthorized`, as any request to a route is: the key comes first (it was the refusal’s 400, 413 or 415).',
+      'Alert profiles: every condition reads back as `{metric, op, value}`; with `is_null` and `not_null` the `value` is `null` (it was left out).',
+      'Sensor readings dated after they reached the platform (a light’s clock ahead, by less than a day) count as of their arrival: such a reading no longer stays the sensor’s newest, and decides its level, until its date comes.',
       'Machine-readable description at `/openapi.json` (OpenAPI 3.1, document version 1.0.0), the quick-start guide at `/docs`, the full reference at `/docs_adv` and this changelog.',
     ],
   },
