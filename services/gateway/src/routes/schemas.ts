@@ -35,6 +35,10 @@ export const errorSchema: JsonSchema = {
     code: { type: 'string', description: 'A stable word to branch on. New codes may be added; handle unknown ones by HTTP status.' },
     request_id: { type: 'string', description: 'The same value as the X-Request-Id header.' },
     required_permission: { type: 'string', enum: [...PERMISSIONS], description: 'Present on a 403 that this permission would lift.' },
+    count: { type: 'integer', description: '409 `in_use`: how many sensors still use the profile.' },
+    status: { type: ['string', 'null'], enum: ['connected', 'disconnected', null], description: '409 `device_offline`: the device’s connectivity.' },
+    status_changed_at: { type: ['string', 'null'], format: 'date-time', description: '409 `device_offline`: when the status last changed.' },
+    last_seen_at: { type: ['string', 'null'], format: 'date-time', description: '409 `device_offline`: when the platform last heard from the device.' },
   },
 };
 

@@ -34,6 +34,47 @@ const encryptionUnavailable: ErrorSpec = {
   when: 'A secret setting cannot be sealed for this device (no settings key, or its firmware reported enc: false); nothing was sent, never in clear.',
 };
 
+const nullable = (type: string, extra: JsonSchema = {}): JsonSchema => ({ type: [type, 'null'], ...extra });
+/** The audio check of an .mp3 in files/ (spec, Audio check). */
+const audioCheck: JsonSchema = {
+  type: 'object',
+  required: ['playable', 'ideal', 'fixable', 'summary', 'issues'],
+  description: 'The audio check of an .mp3 in files/. Best playback: mono MP3, 16 kHz, 48 kbps constant bitrate, no ID3 tags or cover art.',
+  properties: {
+    playable: { type: 'boolean', description: 'Holds MP3 audio a device can play.' },
+    ideal: { type: 'boolean', description: 'No warnings.' },
+    fixable: { type: 'boolean' },
+    summary: {
+      type: 'object',
+      required: ['text', 'format', 'sample_rate_hz', 'channels', 'channel_mode', 'bitrate_kbps', 'vbr', 'duration_s', 'size_bytes', 'device_storage_pct', 'tag_bytes', 'cover_art', 'header_frame'],
+      properties: {
+        text: { type: 'string' },
+        format: nullable('string'),
+        sample_rate_hz: nullable('integer'),
+        channels: nullable('integer'),
+        channel_mode: { enum: ['stereo', 'joint_stereo', 'dual_channel', 'mono', null] },
+        bitrate_kbps: nullable('integer', { description: 'Average.' }),
+        vbr: { type: 'boolean' },
+        duration_s: { type: 'number' },
+        size_bytes: { type: 'integer' },
+        device_storage_pct: { type: 'number', description: 'Of the about 9.75 MB all of a device’s sound files share.' },
+        tag_bytes: { type: 'integer' },
+        cover_art: { type: 'boolean' },
+        header_frame: { enum: ['Xing', 'Info', 'VBRI', null] },
+      },
+    },
+    issues: {
+      type: 'array',
+      description: 'Most serious first. Codes seen: not_mp3, not_layer3, too_big, large_file, stereo, high_sample_rate, high_bitrate, large_tags, uppercase_extension, low_sample_rate, long_clip; more may be added.',
+      items: {
+        type: 'object',
+        required: ['code', 'severity', 'message'],
+        properties: { code: { type: 'string' }, severity: { type: 'string', enum: ['error', 'warn', 'info'] }, message: { type: 'string' } },
+      },
+    },
+  },
+};
+
 const ack: JsonSchema = {
   type: 'object',
   required: ['topic', 'payload', 'sent_at', 'command'],
@@ -147,7 +188,7 @@ const platformFile: JsonSchema = {
     size: { type: 'integer' },
     sha256: { type: 'string' },
     modified_at: dateTime,
-    audio: { type: 'object', description: 'The audio check of an .mp3 in files/ (playable, ideal, fixable, summary, issues most serious first).' },
+    audio: audioCheck,
   },
 };
 
