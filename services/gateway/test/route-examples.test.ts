@@ -5,6 +5,7 @@
  */
 import Ajv2020 from 'ajv/dist/2020';
 import addFormats from 'ajv-formats';
+import { API_EFFECT_FIELDS, apiEffectToWire } from '@fleet/light-wire';
 import { RequestValidator } from '../src/http/request-validation';
 import { routes } from '../src/routes/table';
 import { pathParamNames, type JsonSchema, type RouteDef } from '../src/routes/types';
@@ -70,4 +71,41 @@ it('passes every body example through the gateway checks of its route', () => {
   expect(withExamples.map((route) => `${route.method} ${route.path}`)).toEqual(
     expect.arrayContaining(['POST /v1/devices/{device_id}/commands', 'POST /v1/devices/{device_id}/channels/{channel}/effects', 'POST /v1/devices/{device_id}/system/commands']),
   );
+});
+
+describe('alert signal entries at the gateway', () => {
+  const validator = new RequestValidator(routes);
+  const create = routes.find((r) => r.method === 'POST' && r.path === '/v1/alert-signals')!;
+  const color = { r: 255, g: 0, b: 12 };
+  /** A value at the top of each field's range, as the light runs it (repeat_s outlasts the animation). */
+  const valueOf = (field: string): unknown => {
+    if (field.includes('color')) return color;
+    if (field.endsWith('_time_s')) return 99.999;
+    if (field.endsWith('period_s')) return 9.999;
+    if (field.endsWith('width')) return 12;
+    if (field.endsWith('duty_ratio')) return 0.99;
+    return ({ repeat_s: 999_999, brightness_per: 99 } as Record<string, number>)[field];
+  };
+  const effectOf = (type: string): Record<string, unknown> => ({ type, ...Object.fromEntries(API_EFFECT_FIELDS[type as keyof typeof API_EFFECT_FIELDS].map((f) => [f, valueOf(f)])) });
+  const check = (light: Record<string, unknown>) => {
+    const entries = { CLEAR: { light: { type: 'Solid', color } }, ADVISORY: { light: { type: 'Solid', color } }, WARNING: { light }, NO_DATA: { light: { type: 'Solid', color } } };
+    validator.check(create, { params: {}, query: {}, body: { name: 'x', entries } });
+  };
+
+  it('accepts every effect type at the top of its ranges, as the light-wire encoder does', () => {
+    for (const type of Object.keys(API_EFFECT_FIELDS)) {
+      const light = effectOf(type);
+      expect(() => check(light)).not.toThrow();
+      expect(() => apiEffectToWire(light)).not.toThrow();
+    }
+  });
+
+  it('refuses a field out of range, missing or not of the type, naming the entry and the field', () => {
+    expect(() => check({ type: 'Pulse', color, period_s: 12 })).toThrow("invalid 'entries.WARNING.light.period_s': must be <= 9.999");
+    expect(() => check({ type: 'Pulse', color })).toThrow("missing required field 'entries.WARNING.light.period_s'");
+    expect(() => check({ type: 'Solid', color, period_s: 1 })).toThrow("unknown field 'entries.WARNING.light.period_s'");
+    expect(() => check({ type: 'Solid', color: { r: 256, g: 0, b: 0 } })).toThrow("invalid 'entries.WARNING.light.color.r': must be <= 255");
+    expect(() => check({ type: 'Chase', color, period_s: 1, width: 1.5 })).toThrow("invalid 'entries.WARNING.light.width': must be integer");
+    expect(() => check({ type: 'Glow', color })).toThrow(/invalid 'entries.WARNING.light.type'/);
+  });
 });

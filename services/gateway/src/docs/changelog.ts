@@ -83,6 +83,7 @@ export const CHANGELOG: readonly ChangelogEntry[] = [
       'A request to a route refused before its body is read (a `Content-Encoding`, a body over 1 MB, a header sent twice, a query string that is not UTF-8) without a valid key is 401 `unauthorized`, as any request to a route is: the key comes first (it was the refusal’s 400, 413 or 415).',
       'Alert profiles: every condition reads back as `{metric, op, value}`; with `is_null` and `not_null` the `value` is `null` (it was left out).',
       'Sensor readings dated after they reached the platform (a light’s clock ahead, by less than a day) count as of their arrival: such a reading no longer stays the sensor’s newest, and decides its level, until its date comes.',
+      'Alert signals: the description document gives each light effect type its fields with their ranges (it listed only `type`), and the gateway checks an entry against them, naming the entry and the field in its 400 (`entries.WARNING.light.period_s`).',
       'Machine-readable description at `/openapi.json` (OpenAPI 3.1, document version 1.0.0), the quick-start guide at `/docs`, the full reference at `/docs_adv` and this changelog.',
     ],
   },

@@ -1,4 +1,5 @@
 import { DEVICE_ID_PATTERN } from '@fleet/device-protocol';
+import { API_EFFECT_FIELDS, API_RANGES } from '@fleet/light-wire';
 import type { ErrorSpec, JsonSchema, RouteDef } from './types';
 
 /**
@@ -10,7 +11,6 @@ import type { ErrorSpec, JsonSchema, RouteDef } from './types';
 const LEVELS = ['CLEAR', 'ADVISORY', 'WARNING', 'NO_SENSORS', 'INSUFFICENT_DATA', 'STALE_DATA', 'UNKNOWN'];
 const METRICS = ['reading_count', 'newest_age_secs', 'latest_breach', 'consecutive_breaches', 'breaches_in_window', 'latest_temp_c', 'latest_humidity', 'min_temp_c', 'max_temp_c'];
 const OPERATORS = ['==', '!=', '<', '<=', '>', '>=', 'is_null', 'not_null'];
-const EFFECT_TYPES = ['Solid', 'Pulse', 'PulseThenSolid', 'Chase', 'ChaseThenSolid', 'Toggle', 'ToggleThenSolid', 'BluChase'];
 const SIGNAL_KEYS = ['CLEAR', 'ADVISORY', 'WARNING', 'NO_DATA'];
 const SENSOR_ID: JsonSchema = { type: 'string', pattern: '^[A-Za-z0-9_.:-]{1,64}$', description: 'The sensor id: 1–64 letters, digits, `_`, `-`, `.`, `:`.' };
 // In the path any text: what is not a sensor id is no sensor attached, 404 as the spec has it.
@@ -58,10 +58,39 @@ const profile: JsonSchema = {
   },
 };
 
+const colorSchema: JsonSchema = {
+  type: 'object',
+  additionalProperties: false,
+  required: ['r', 'g', 'b'],
+  properties: Object.fromEntries(['r', 'g', 'b'].map((c) => [c, { type: 'integer', minimum: API_RANGES.color_component.min, maximum: API_RANGES.color_component.max }])),
+};
+const rangeOf = (range: { min: number; max: number }, integer = false): JsonSchema => ({ type: integer ? 'integer' : 'number', minimum: range.min, maximum: range.max });
+
+/** The schema of one field of a light effect, by its name (light-wire's API_EFFECT_FIELDS). */
+function effectFieldSchema(field: string): JsonSchema {
+  if (field.includes('color')) return colorSchema;
+  if (field.endsWith('period_s')) return { ...rangeOf(API_RANGES.period_s), description: 'Seconds, a multiple of 0.001.' };
+  if (field.endsWith('_time_s')) return { ...rangeOf(API_RANGES.animation_s), description: 'Seconds, a multiple of 0.001.' };
+  if (field.endsWith('width')) return rangeOf(API_RANGES.width, true);
+  if (field.endsWith('duty_ratio')) return { ...rangeOf(API_RANGES.duty_ratio), description: 'A multiple of 0.01.' };
+  if (field === 'repeat_s') return { ...rangeOf(API_RANGES.repeat_s, true), description: '0: play once; otherwise longer than the animation.' };
+  if (field === 'brightness_per') return rangeOf(API_RANGES.brightness_per, true);
+  throw new Error(`no schema for the light effect field '${field}'`);
+}
+
+/** A light effect: the fields of its type, each required, and nothing else (spec, Alert signal). */
 const effect: JsonSchema = {
   type: 'object',
   required: ['type'],
-  properties: { type: { type: 'string', enum: EFFECT_TYPES } },
+  properties: { type: { type: 'string', enum: Object.keys(API_EFFECT_FIELDS) } },
+  allOf: Object.entries(API_EFFECT_FIELDS).map(([type, fields]) => ({
+    if: { properties: { type: { const: type } } },
+    then: {
+      required: [...fields],
+      additionalProperties: false,
+      properties: { type: { const: type }, ...Object.fromEntries(fields.map((f) => [f, effectFieldSchema(f)])) },
+    },
+  })),
   description:
     'A light effect; every field of its type is required: Solid (color); Pulse (color, period_s); PulseThenSolid (pulse_time_s, pulse_color, pulse_period_s, solid_color, repeat_s); ' +
     'Chase (color, period_s, width); ChaseThenSolid (chase_time_s, chase_color, chase_period_s, chase_width, solid_color, repeat_s); Toggle (color1, color2, period_s, duty_ratio); ' +
