@@ -153,7 +153,7 @@ it("the partner guide's worked example is accepted as written", async () => {
 
 it('answers 404 for a profile or signal id that names no row of the partner, whatever integer it is', async () => {
   const light = await connectedLight();
-  for (const id of ['0', '-4', '2147483648', '99999999999999']) {
+  for (const id of ['0', '-4', '2147483648', '99999999999999', 'abc', '1.5']) {
     expect((await call('PUT', `/v1/profiles/${id}`, { name: 'x' })).status).toBe(404);
     expect((await call('DELETE', `/v1/alert-signals/${id}`)).status).toBe(404);
   }

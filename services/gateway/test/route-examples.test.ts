@@ -109,3 +109,15 @@ describe('alert signal entries at the gateway', () => {
     expect(() => check({ type: 'Glow', color })).toThrow(/invalid 'entries.WARNING.light.type'/);
   });
 });
+
+it('answers 404 for a profile or signal path id that is no integer, as for an integer that names no row', () => {
+  const validator = new RequestValidator(routes);
+  for (const path of ['/v1/profiles/{profile_id}', '/v1/alert-signals/{signal_id}']) {
+    const route = routes.find((r) => r.method === 'DELETE' && r.path === path)!;
+    const name = pathParamNames(path)[0]!;
+    for (const id of ['abc', '1.5', '']) {
+      expect(() => validator.check(route, { params: { [name]: id }, query: {}, body: undefined })).toThrow(expect.objectContaining({ status: 404, code: 'not_found' }));
+    }
+    expect(() => validator.check(route, { params: { [name]: '7' }, query: {}, body: undefined })).not.toThrow();
+  }
+});

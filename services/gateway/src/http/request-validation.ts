@@ -1,9 +1,9 @@
 import Ajv2020, { type ErrorObject, type ValidateFunction } from 'ajv/dist/2020';
 import addFormats from 'ajv-formats';
-import { ApiError, ValidationError } from '@fleet/service-kit';
+import { ApiError, NotFoundError, ValidationError } from '@fleet/service-kit';
 import { CONTROL_FREE_PATTERN } from '../routes/schemas';
 import type { JsonSchema, RouteDef } from '../routes/types';
-import { routeId } from '../routes/types';
+import { NOT_FOUND_WHEN_INVALID, routeId } from '../routes/types';
 
 interface RouteValidators {
   params?: ValidateFunction;
@@ -63,7 +63,12 @@ export class RequestValidator {
     const v = this.byRoute.get(routeId(route));
     if (!v) return;
     // A copy: the service receives the path text as sent.
-    if (v.params && !v.params({ ...parts.params })) throw new ValidationError(describe(v.params.errors, 'path'));
+    if (v.params && !v.params({ ...parts.params })) {
+      // An id that names no row whatever its form (a profile id `abc`) is not found, as any other id of no row is.
+      const name = v.params.errors?.[0]?.instancePath.slice(1);
+      if (name !== undefined && route.params?.[name]?.[NOT_FOUND_WHEN_INVALID] === true) throw new NotFoundError('Not found.');
+      throw new ValidationError(describe(v.params.errors, 'path'));
+    }
     readQueryTypes(parts.query, v.queryProperties);
     if (v.query && !v.query(parts.query)) throw new ValidationError(describe(v.query.errors, 'query'));
     if (v.body && parts.body !== undefined && !v.body(parts.body)) throw new ValidationError(describe(v.body.errors, 'body'));

@@ -1,6 +1,6 @@
 import { DEVICE_ID_PATTERN } from '@fleet/device-protocol';
 import { API_EFFECT_FIELDS, API_RANGES } from '@fleet/light-wire';
-import type { ErrorSpec, JsonSchema, RouteDef } from './types';
+import { NOT_FOUND_WHEN_INVALID, type ErrorSpec, type JsonSchema, type RouteDef } from './types';
 
 /**
  * Routes owned by config-alerting: a device's configuration, sensor attachments, alert profiles
@@ -16,8 +16,8 @@ const SENSOR_ID: JsonSchema = { type: 'string', pattern: '^[A-Za-z0-9_.:-]{1,64}
 // In the path any text: what is not a sensor id is no sensor attached, 404 as the spec has it.
 const ATTACHED_SENSOR: JsonSchema = { type: 'string', description: 'An attached sensor’s id; anything else is 404.' };
 // Any integer: one that names no row of the partner's (0, negative, too large) is 404, as the spec
-// has it for a profile or signal that is not global or own.
-const rowId: JsonSchema = { type: 'integer' };
+// has it for a profile or signal that is not global or own; so is a path id that is no integer.
+const rowId: JsonSchema = { type: 'integer', [NOT_FOUND_WHEN_INVALID]: true };
 const text = (max: number, description: string): JsonSchema => ({ type: 'string', minLength: 1, maxLength: max, description });
 
 const condition: JsonSchema = {

@@ -41,6 +41,9 @@ export interface ResponseSpec {
   headers?: string[];
 }
 
+/** A path parameter schema flag: a value its schema refuses is 404 `not_found` rather than 400 (an id of no row, whatever its form). */
+export const NOT_FOUND_WHEN_INVALID = 'x-not-found-when-invalid';
+
 /** An error a route may answer, beyond the ones every authenticated route shares. */
 export interface ErrorSpec {
   status: number;
