@@ -41,11 +41,11 @@ export interface PipelineDeps {
 /** Headers of a handler's answer that a replay repeats; per-request ones are written afresh. */
 const REPLAYED_HEADERS = ['location', 'content-location'];
 
-/** The response a request produced, before it is written (so it can be kept for replays). */
 /**
- * A route's answer. `current` marks an answer its owner gave for a request it recognised as
- * one already made (a file push's key after 24 hours): the resource's state now, which a
- * later retry must read again, so it is not kept for replay.
+ * The response a request produced, before it is written (so it can be kept for replays).
+ * `current` marks an answer its owner gave for a request it recognised as one already made (a
+ * file push's key after 24 hours): the resource's state now, which a later retry must read
+ * again, so it is not kept for replay.
  */
 type Outcome = StoredResponse & { current?: true };
 
