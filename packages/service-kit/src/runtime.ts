@@ -40,10 +40,19 @@ export class ServiceRuntime {
   static async start(options: RuntimeOptions): Promise<ServiceRuntime> {
     const { service, config } = options;
     const logger = createLogger(service, config.LOG_LEVEL, config.SERVICE_INSTANCE);
+    // Until the runtime exists a stop signal ends the process at once (nothing is served yet):
+    // in a container node is PID 1, and a signal it has no handler for is ignored there.
+    const stopEarly = (signal: NodeJS.Signals) => {
+      logger.info({ signal }, 'stopped while connecting to NATS');
+      process.exit(0);
+    };
+    process.once('SIGTERM', stopEarly).once('SIGINT', stopEarly);
     startProcessMetrics({ service, instance: config.SERVICE_INSTANCE });
     const bus = await Bus.connect({ servers: config.NATS_URL, service, logger, requestTimeoutMs: config.BUS_REQUEST_TIMEOUT_MS, subjectPrefix: options.subjectPrefix });
     const health = new HealthServer({ bus: () => bus.isConnected, ...options.readiness });
     const runtime = new ServiceRuntime(service, logger, bus, health, options.shutdownGraceMs ?? 10_000);
+    process.off('SIGTERM', stopEarly).off('SIGINT', stopEarly);
+    runtime.closeOnStopSignals();
     // Spans go out over OTLP only when an endpoint is configured (OTEL_EXPORTER_OTLP_*).
     const stopTraceExport = await startTraceExport(service, config.SERVICE_INSTANCE ?? service);
     if (stopTraceExport) {
@@ -63,16 +72,24 @@ export class ServiceRuntime {
     (phase === 'intake' ? this.intakeClosers : this.closers).push(closer);
   }
 
-  /** Marks the service ready and installs the signal handlers. */
+  /** Marks the service ready. */
   ready(details: Record<string, unknown> = {}): void {
     this.health.markReady();
+    this.logger.info({ health_port: this.healthPort, ...details }, 'ready');
+  }
+
+  /**
+   * SIGTERM and SIGINT close the service and exit, from the moment the runtime exists: also
+   * while the service is still starting (creating or migrating its database, waiting for the
+   * broker), where what it has opened so far is closed.
+   */
+  private closeOnStopSignals(): void {
     for (const signal of ['SIGTERM', 'SIGINT'] as const) {
       process.once(signal, () => {
         this.logger.info({ signal }, 'shutting down');
         void this.close().then(() => process.exit(0));
       });
     }
-    this.logger.info({ health_port: this.healthPort, ...details }, 'ready');
   }
 
   close(): Promise<void> {

@@ -31,3 +31,27 @@ describe('loadConfig', () => {
     expect(() => loadConfig(schema, { HEALTH_PORT: 'x', LOG_LEVEL: 'loud' })).toThrow(/HEALTH_PORT.*LOG_LEVEL|LOG_LEVEL.*HEALTH_PORT/);
   });
 });
+
+describe('ServiceRuntime and stop signals', () => {
+  it('closes what a service opened and exits on SIGTERM while it is still starting (before ready)', async () => {
+    const { spawn } = await import('node:child_process');
+    const script = `
+      const { ServiceRuntime, loadConfig, baseConfigSchema } = require('@fleet/service-kit');
+      (async () => {
+        const config = loadConfig(baseConfigSchema, { NATS_URL: process.env.NATS_URL || 'nats://127.0.0.1:4222', HEALTH_PORT: '0', LOG_LEVEL: 'silent' });
+        const runtime = await ServiceRuntime.start({ service: 'signal-test', config });
+        runtime.onClose(() => { process.stdout.write('closed\\n'); });
+        process.stdout.write('started\\n');
+        setInterval(() => undefined, 1000); // migrating, say: never ready
+      })();`;
+    const child = spawn(process.execPath, ['-e', script], { cwd: __dirname, stdio: ['ignore', 'pipe', 'inherit'] });
+    let out = '';
+    child.stdout.on('data', (chunk: Buffer) => {
+      out += chunk.toString();
+      if (out.includes('started') && !child.killed) child.kill('SIGTERM');
+    });
+    const exit = await new Promise<{ code: number | null; signal: string | null }>((resolve) => child.once('exit', (code, signal) => resolve({ code, signal })));
+    expect(out).toContain('closed');
+    expect(exit).toEqual({ code: 0, signal: null });
+  }, 20_000);
+});
