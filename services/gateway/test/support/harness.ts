@@ -3,7 +3,7 @@ import type { AddressInfo } from 'node:net';
 import { Redis } from 'ioredis';
 import { dropDatabase, ensureDatabase, migrate } from '@fleet/db';
 import { Bus, createLogger } from '@fleet/service-kit';
-import { cuttableDatabase, databaseUrl, testEnv, uniqueId, type CuttableDatabase } from '@fleet/test-kit';
+import { cuttableDatabase, databaseUrl, testEnv, uniqueId, waitFor, type CuttableDatabase } from '@fleet/test-kit';
 import { AuthChangeListener } from '../../src/auth/change-listener';
 import { Authenticator } from '../../src/auth/authenticator';
 import { runAdminCommand } from '../../src/admin/commands';
@@ -54,9 +54,11 @@ export async function startTestGateway(
   const bus = await Bus.connect({ servers: testEnv.natsUrl, service: `gateway-${unique}`, logger, requestTimeoutMs: 1000, subjectPrefix: `${unique}.` });
   const authenticator = new Authenticator((prefix) => findKey(gatewayDb, prefix), () => listener.live);
   const streams = options.streams ?? new OpenStreams();
+  let changesHeard = 0;
   const listener = new AuthChangeListener(
     gatewayDbUrl,
     () => {
+      changesHeard++;
       authenticator.forgetAll();
       void streams.recheck();
     },
@@ -77,7 +79,17 @@ export async function startTestGateway(
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
 
-  const admin = (...argv: string[]) => runAdminCommand(db, argv);
+  // The staff CLI is its own process: by the time it has exited, the gateway has long heard
+  // the change it announced. Run in the gateway's own process, the next request can reach the
+  // gateway before the notification does, so a write waits until the gateway has heard it.
+  const admin = async (...argv: string[]) => {
+    const before = changesHeard;
+    const answer = await runAdminCommand(db, argv);
+    if (ANNOUNCED_WRITES.has(`${argv[0]} ${argv[1]}`)) {
+      await waitFor(() => changesHeard > before, { what: `the gateway to hear ${argv.slice(0, 2).join(' ')}` });
+    }
+    return answer;
+  };
   return {
     url,
     db,
@@ -106,6 +118,9 @@ export async function startTestGateway(
     },
   };
 }
+
+/** Staff commands that announce a change of partners or keys to the gateways. */
+const ANNOUNCED_WRITES = new Set(['partner create', 'partner update', 'partner disable', 'key issue', 'key revoke']);
 
 export interface CallResult {
   status: number;
