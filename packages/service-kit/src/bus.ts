@@ -20,7 +20,7 @@ import { currentWork, formatTraceparent, parseTraceparent, startHop, telemetryOn
 
 /** The hop of work done with telemetry off: no ids made, nothing ended. */
 const UNTRACED: Hop = { context: { traceId: '', spanId: '', sampled: false }, recording: false, end: () => undefined };
-import { ApiError, DeadlineExceededError, ServiceUnavailableError, ValidationError, isDeadlineExceeded, isStoreOutage, NotDeliveredError, toEnvelopeError } from './errors';
+import { ApiError, DeadlineExceededError, InternalError, ServiceUnavailableError, ValidationError, isDeadlineExceeded, isStoreOutage, NotDeliveredError, toEnvelopeError } from './errors';
 import type { Logger } from './logger';
 
 const codec = JSONCodec<unknown>();
@@ -156,12 +156,8 @@ export class Bus {
         // The caller's trace goes on (a request from outside any trace starts one): every log
         // line of the handler, and every request and event it makes, carries it.
         const hop = telemetryOn ? startHop(subject, 'server', parseTraceparent(msg.headers?.get(TRACEPARENT_HEADER))) : UNTRACED;
-        void withWork({ trace: hop.context }, () => this.handle(subject, handler as unknown as RequestHandler, msg.data)).then(({ envelope, json }) => {
-          if (!json || !envelope.ok) msg.respond(codec.encode(envelope));
-          else {
-            const { data, headers } = encodeWithJsonBody(envelope, json, wantsSplitReply(msg.headers));
-            msg.respond(data, headers ? { headers } : undefined);
-          }
+        void withWork({ trace: hop.context }, () => this.handle(subject, handler as unknown as RequestHandler, msg.data)).then((outgoing) => {
+          const { envelope } = this.respond(subject, msg, outgoing);
           const outcome = envelope.ok ? 'ok' : envelope.error.code;
           busMetrics.handled.record(`${subject} ${outcome}`, { subject, outcome }, { subject }, (performance.now() - started) / 1000);
           if (hop.recording) hop.end(envelope.ok ? undefined : { error: outcome });
@@ -169,6 +165,32 @@ export class Bus {
       },
     });
     this.subscriptions.push(sub);
+  }
+
+  /**
+   * Sends a handler's reply. A reply the bus refuses to carry (over the server's max_payload, or
+   * the connection closing) would otherwise throw out of the subscription callback and end the
+   * process: it is logged and answered with a short internal error instead, so the caller gets
+   * an answer at once rather than waiting out its timeout. Returns what was sent.
+   */
+  private respond(subject: RequestSubject, msg: Msg, { envelope, json }: Outgoing): Outgoing {
+    try {
+      if (!json || !envelope.ok) msg.respond(codec.encode(envelope));
+      else {
+        const { data, headers } = encodeWithJsonBody(envelope, json, wantsSplitReply(msg.headers));
+        msg.respond(data, headers ? { headers } : undefined);
+      }
+      return { envelope, ...(json ? { json } : {}) };
+    } catch (err) {
+      this.options.logger.error({ err, subject }, 'reply could not be sent');
+      const failed: ReplyEnvelope = { ok: false, error: toEnvelopeError(new InternalError()) };
+      try {
+        msg.respond(codec.encode(failed));
+      } catch (again) {
+        this.options.logger.error({ err: again, subject }, 'error reply could not be sent either');
+      }
+      return { envelope: failed };
+    }
   }
 
   private async handle(subject: RequestSubject, handler: RequestHandler, data: Uint8Array): Promise<Outgoing> {

@@ -46,6 +46,18 @@ describe('Bus', () => {
     expect(JSONCodec().decode(raw.data)).toEqual({ ok: true, status: 200, headers: { 'Cache-Control': 'no-store' }, body: page });
   });
 
+  it('answers a reply too large for the bus with an internal error at once, and goes on serving', async () => {
+    const maxPayload = server.connection.info?.max_payload ?? 1024 * 1024;
+    server.serve(subject('huge.get'), async (req) => ((req.body as { big?: boolean }).big ? { body: { blob: 'x'.repeat(maxPayload + 1) } } : { body: { small: true } }));
+    await server.connection.flush();
+    const started = Date.now();
+    const reply = await client.request(subject('huge.get'), envelope({ big: true }), { timeoutMs: 10_000 });
+    expect(reply).toMatchObject({ ok: false, error: { status: 500, code: 'internal_error' } });
+    // Answered, not waited out: the caller's timeout is ten seconds.
+    expect(Date.now() - started).toBeLessThan(5000);
+    expect(await client.request(subject('huge.get'), envelope({ big: false }))).toMatchObject({ ok: true, body: { small: true } });
+  });
+
   it('carries replies of hundreds of kilobytes (many socket reads each) byte for byte, several at once', async () => {
     const pageOf = (n: number) => ({ records: Array.from({ length: n }, (_, k) => ({ seq: k, v: [230.1 + k, 228.4, 231.9], sid: `s${n}` })), has_more: n % 2 === 0 });
     server.serve(subject('big.get'), async (req) => ({ body: JsonBody.of(pageOf(Number((req.body as { n: number }).n))) }));
