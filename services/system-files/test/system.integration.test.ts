@@ -182,6 +182,17 @@ describe('what devices report', () => {
     expect(again.body).toMatchObject({ fw_ver: '2.1', file_list: [{ name: 'a.mp3', size: 3 }], settings: { wifiPass: '*****', volume: 4 } });
   });
 
+  it('drops NUL characters from reported settings but keeps a value that only spells \\u0000', async () => {
+    const id = randomDeviceId();
+    // The path holds a backslash followed by u0000 (JSON text "C:\\u0000dir"), the label a NUL character.
+    await captured(js, stream.prefix, { deviceId: id, levels: 'sys/settings', payload: { fw_ver: '3.0', path: 'C:\\u0000dir', ['la\u0000bel']: 'a\u0000b' } });
+    const res = await waitFor(async () => {
+      const answer = await readDeviceSettings(deps, envelope(id) as never);
+      return (answer.body as { received_at: string | null }).received_at !== null ? answer : undefined;
+    });
+    expect(res.body).toMatchObject({ fw_ver: '3.0', settings: { path: 'C:\\u0000dir', label: 'ab' } });
+  });
+
   it('lists acknowledgements and log lines oldest first, the last ten minutes by default, and pages by cursor without skipping', async () => {
     const id = randomDeviceId();
     await captured(js, stream.prefix, { deviceId: id, levels: 'sys/resp', payload: 'query>ok', receivedAt: new Date(Date.now() - 20 * 60_000) });

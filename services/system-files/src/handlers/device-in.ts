@@ -33,14 +33,28 @@ export function readSysMessage(msg: Pick<JsMsg, 'subject' | 'data' | 'headers' |
   };
 }
 
-/** `sys/settings`: a JSON object (NUL characters dropped: Postgres cannot hold them); null for anything else. */
+/**
+ * `sys/settings`: a JSON object, NUL characters dropped from its names and values (Postgres
+ * cannot hold them); null for anything else. They are dropped after parsing, so a value that
+ * merely contains the text `\\u0000` (a backslash, then `u0000`) stays as the device sent it.
+ */
 function settingsDoc(text: string): Record<string, unknown> | null {
+  let doc: unknown;
   try {
-    const doc: unknown = JSON.parse(text.replace(/\\u0000/g, ''));
-    return doc !== null && typeof doc === 'object' && !Array.isArray(doc) ? (doc as Record<string, unknown>) : null;
+    doc = JSON.parse(text);
   } catch {
     return null;
   }
+  return doc !== null && typeof doc === 'object' && !Array.isArray(doc) ? (withoutNul(doc) as Record<string, unknown>) : null;
+}
+
+function withoutNul(value: unknown): unknown {
+  if (typeof value === 'string') return value.includes('\u0000') ? value.split('\u0000').join('') : value;
+  if (Array.isArray(value)) return value.map(withoutNul);
+  if (value !== null && typeof value === 'object') {
+    return Object.fromEntries(Object.entries(value).map(([k, v]) => [withoutNul(k) as string, withoutNul(v)]));
+  }
+  return value;
 }
 
 /**
