@@ -16,7 +16,7 @@ import type { SystemDeps } from '../src/handlers/deps';
 import { listResponses } from '../src/handlers/responses';
 import { createTransfer, getTransfer } from '../src/handlers/transfers';
 import { appendFeedRows } from '../src/store/responses';
-import { insertTransfer, settleOverdue, settleTransfer } from '../src/store/transfers';
+import { insertTransfer, markSent, settleOverdue, settleTransfer } from '../src/store/transfers';
 import { captured, createTestDb, envelope, logger, startTestbed, type TestDb, type Testbed } from './support';
 
 let testDb: TestDb;
@@ -175,6 +175,24 @@ describe('file transfers', () => {
     await marker(id);
     expect(await read(id, late.transfer_id)).toMatchObject({ state: 'timed_out' });
     expect(await settledEvents(id)).toEqual(events);
+  });
+
+  it('dates the send of a transfer acknowledged before it was marked sent, and keeps its outcome when it is', async () => {
+    const id = randomDeviceId();
+    const quick = newTransferId();
+    await insertTransfer(testDb.db, { id: quick, deviceId: id, partnerId: 'p1', idempotencyKey: null, fingerprint: 'f', src: 'files/chime.mp3', dest: 'quick.mp3', sha256: SHA, corrMode: 'envelope', line: '' });
+    const ackAt = new Date();
+    await testDb.db.$transaction((tx) => settleTransfer(tx, { deviceId: id, transferId: quick, line: '' }, { state: 'succeeded', detail: 'device acknowledged: ok', at: ackAt }));
+    const [event] = await settledEvents(id);
+    expect(event?.data).toMatchObject({ state: 'succeeded', attempts: 1, timeline: { sent_at: ackAt.toISOString() } });
+    // The broker's PUBACK is handled after the acknowledgement: the send gets the broker's time and deadline, the outcome stays.
+    const sentAt = new Date(ackAt.getTime() - 40);
+    await markSent(testDb.db, quick, sentAt, new Date(sentAt.getTime() + 30_000));
+    expect(await read(id, quick)).toMatchObject({
+      state: 'succeeded',
+      attempts: 1,
+      timeline: { sent_at: sentAt.toISOString(), ack_deadline: new Date(sentAt.getTime() + 30_000).toISOString() },
+    });
   });
 
   it('leaves no event when the settlement rolls back', async () => {

@@ -36,9 +36,18 @@ export async function deleteTransfer(db: SystemDb | SystemTx, id: string): Promi
   await db.fileTransfer.deleteMany({ where: { id, state: 'queued' } });
 }
 
-/** queued → sent once the broker took the addfile line (unless its acknowledgement already settled it). */
+/**
+ * queued → sent once the broker took the addfile line. A fast device's acknowledgement may have
+ * settled it already (settleTransfer then dated the send by the acknowledgement): its state stays,
+ * and it gets the broker's send time and the deadline it had.
+ */
 export async function markSent(db: SystemDb | SystemTx, id: string, sentAt: Date, ackDeadline: Date): Promise<void> {
-  await db.fileTransfer.updateMany({ where: { id, state: 'queued' }, data: { state: 'sent', sentAt, ackDeadline, attempts: { increment: 1 } } });
+  await db.$executeRaw`
+    UPDATE file_transfers SET
+      state = CASE WHEN state = 'queued' THEN 'sent' ELSE state END,
+      attempts = CASE WHEN state = 'queued' THEN attempts + 1 ELSE greatest(attempts, 1) END,
+      sent_at = ${sentAt}, ack_deadline = ${ackDeadline}
+    WHERE id = ${id} AND (state = 'queued' OR (state IN ('succeeded', 'failed') AND ack_deadline IS NULL))`;
 }
 
 export async function listTransfers(db: SystemDb | SystemTx, deviceId: string, filter: { state?: TransferState; since?: Date }, limit: number): Promise<StoredTransfer[]> {
@@ -78,8 +87,11 @@ export async function settleTransfer(
   outcome: { state: 'succeeded' | 'failed'; detail: string; at: Date },
 ): Promise<TransferRecord[]> {
   const which = match.transferId !== null ? Prisma.sql`id = ${match.transferId}` : Prisma.sql`line = ${match.line}`;
+  // An acknowledgement of a transfer still queued (it came before markSent) proves the line was
+  // sent: until markSent writes the broker's time, the send is dated by the acknowledgement.
   const settled = await tx.$queryRaw<TransferRecord[]>`
-    UPDATE file_transfers SET state = ${outcome.state}, detail = ${outcome.detail}, settled_at = ${outcome.at}
+    UPDATE file_transfers SET state = ${outcome.state}, detail = ${outcome.detail}, settled_at = ${outcome.at},
+      sent_at = coalesce(sent_at, ${outcome.at}), attempts = greatest(attempts, 1)
     WHERE device_id = ${match.deviceId} AND ${which} AND state IN ('queued', 'sent')
     RETURNING ${RECORD_COLUMNS}`;
   await recordSettledEvents(tx, settled);
