@@ -16,6 +16,7 @@ import {
 import type { EventOf, HandlerResult, RelayedReplyOf, ReplyOf, RequestHandler, RequestOf, ServiceHandlers } from './bus-types';
 import { busMetrics } from './bus-metrics';
 import { ACCEPT_HEADER, ACCEPT_SPLIT, encodeWithJsonBody, JsonBody, splitReplyHead, wantsSplitReply } from './json-body';
+import { ReplySender, wholeReply } from './reply-parts';
 import { currentWork, formatTraceparent, parseTraceparent, startHop, telemetryOn, TRACEPARENT_HEADER, withWork, type Hop } from './trace';
 
 /** The hop of work done with telemetry off: no ids made, nothing ended. */
@@ -100,11 +101,15 @@ export class Bus {
   private readonly noticesAwaited = new Map<string, () => void>();
   private noticePrefix: string | undefined;
   private noticeCount = 0;
+  /** Sends replies, in parts when one is larger than a bus message may be (reply-parts.ts). */
+  private readonly replies: ReplySender;
 
   private constructor(
     readonly connection: NatsConnection,
     private readonly options: BusOptions,
-  ) {}
+  ) {
+    this.replies = new ReplySender(connection, options.logger);
+  }
 
   static async connect(options: BusOptions): Promise<Bus> {
     const connection = await connect({
@@ -168,17 +173,18 @@ export class Bus {
   }
 
   /**
-   * Sends a handler's reply. A reply the bus refuses to carry (over the server's max_payload, or
-   * the connection closing) would otherwise throw out of the subscription callback and end the
-   * process: it is logged and answered with a short internal error instead, so the caller gets
-   * an answer at once rather than waiting out its timeout. Returns what was sent.
+   * Sends a handler's reply, in parts when it is larger than one bus message may be. A reply the
+   * bus still refuses (the connection closing) would otherwise throw out of the subscription
+   * callback and end the process: it is logged and answered with a short internal error if that
+   * can be sent, so the caller gets an answer rather than waiting out its timeout. Returns what
+   * was sent.
    */
   private respond(subject: RequestSubject, msg: Msg, { envelope, json }: Outgoing): Outgoing {
     try {
-      if (!json || !envelope.ok) msg.respond(codec.encode(envelope));
+      if (!json || !envelope.ok) this.replies.respond(msg, codec.encode(envelope));
       else {
         const { data, headers } = encodeWithJsonBody(envelope, json, wantsSplitReply(msg.headers));
-        msg.respond(data, headers ? { headers } : undefined);
+        this.replies.respond(msg, data, headers);
       }
       return { envelope, ...(json ? { json } : {}) };
     } catch (err) {
@@ -281,15 +287,24 @@ export class Bus {
     // A body its subject's schema refuses is the caller's bug: it fails here, before anything is sent.
     checkRequestBody(subject, envelope.body);
     const sent = checkRequestEnvelope({ ...envelope, deadline, ...(notice ? { commit_notice: notice.subject } : {}) });
-    let raw: Msg;
+    let first: Msg;
     try {
       const reply = this.breakerFor(subject).fire(this.wire(subject), codec.encode(sent), deadline - now + (notice ? commitWaitMs : graceMs), headers);
-      raw = notice ? await replyUnlessUncommitted(reply, deadline + graceMs - Date.now(), notice.received) : await reply;
+      first = notice ? await replyUnlessUncommitted(reply, deadline + graceMs - Date.now(), notice.received) : await reply;
     } catch (err) {
       this.options.logger.warn({ subject, err: describeBusError(err), request_id: envelope.request_id }, 'bus request failed');
       throw notDelivered(err) ? new NotDeliveredError() : new ServiceUnavailableError();
     } finally {
       if (notice) this.noticesAwaited.delete(notice.subject);
+    }
+    let raw: { data: Uint8Array; headers?: MsgHdrs };
+    try {
+      // The rest of a reply sent in parts gets the time the first part had. The handler has run
+      // by now: a part that does not come is an outage, never a request that was not delivered.
+      raw = await wholeReply(this.connection, first, deadline + Math.max(graceMs, notice ? commitWaitMs : 0));
+    } catch (err) {
+      this.options.logger.warn({ subject, err: describeBusError(err), request_id: envelope.request_id }, 'bus reply incomplete');
+      throw new ServiceUnavailableError();
     }
     try {
       const head = splitReplyHead(raw.headers);
@@ -383,6 +398,7 @@ export class Bus {
   async drain(): Promise<void> {
     for (const breaker of this.breakers.values()) breaker.shutdown();
     if (!this.connection.isClosed()) await this.connection.drain();
+    this.replies.close();
   }
 }
 
