@@ -13,9 +13,9 @@ import { connectivityConsumer } from './handlers/connectivity-consumer';
 import { OutboxRelay } from './handlers/outbox-relay';
 import { RecentConnectivity } from './handlers/recent-connectivity';
 import { serveRegistry } from './handlers/registry';
+import { SilenceSweep } from './handlers/silence-sweep';
 import { telemetryConsumer } from './handlers/telemetry-consumer';
 import { MIGRATIONS_DIR } from './migrations';
-import { disconnectSilent } from './store/connectivity';
 import { openRegistryDb } from './store/prisma';
 import { purgeTelemetry } from './store/telemetry';
 
@@ -72,17 +72,18 @@ async function main(): Promise<void> {
     { stream: config.TELEMETRY_STREAM, durable: config.TELEMETRY_CONSUMER, filterSubject: config.TELEMETRY_FILTER },
     logger.child({ component: 'telemetry' }),
   );
-  const silence = new PeriodicJob(
-    'silence-sweep',
-    config.CONNECTIVITY_SWEEP_INTERVAL_SECONDS * 1000,
-    async () => {
-      const ids = await disconnectSilent(db, config.CONNECTIVITY_SILENCE_SECONDS);
-      if (ids.length > 0) {
-        logger.info({ count: ids.length }, 'disconnected silent devices');
-        relay.nudge();
-      }
+  // Judges silence only on current data: it waits while the consumer above has a backlog.
+  const silence = new SilenceSweep(
+    bus.connection,
+    db,
+    {
+      stream: config.CONNECTIVITY_STREAM,
+      durable: config.CONNECTIVITY_CONSUMER,
+      silenceSeconds: config.CONNECTIVITY_SILENCE_SECONDS,
+      intervalMs: config.CONNECTIVITY_SWEEP_INTERVAL_SECONDS * 1000,
     },
-    logger,
+    logger.child({ component: 'silence-sweep' }),
+    relay,
   );
   const retention = new PeriodicJob(
     'telemetry-retention',
