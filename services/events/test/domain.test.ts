@@ -111,9 +111,18 @@ describe('receiver URLs (SSRF guard)', () => {
     expect(addressAllowed(address, local)).toBe(false);
   });
 
+  it.each([['::a9fe:a9fe'], ['::169.254.169.254'], ['0:0:0:0:0:0:169.254.169.254'], ['::127.0.0.1'], ['::7f00:1'], ['::a00:1'], ['::5db8:d822'], ['::93.184.216.34']])(
+    'refuses the IPv4-compatible %s (::/96) everywhere, whatever IPv4 address it carries',
+    (address) => {
+      expect(addressAllowed(address, production)).toBe(false);
+      expect(addressAllowed(address, local)).toBe(false);
+    },
+  );
+
   it('allows public unicast addresses', () => {
     expect(addressAllowed('93.184.216.34', production)).toBe(true);
     expect(addressAllowed('2606:2800:220:1:248:1893:25c8:1946', production)).toBe(true);
+    expect(addressAllowed('::ffff:93.184.216.34', production)).toBe(true);
     expect(addressAllowed('not-an-address', local)).toBe(false);
   });
 });

@@ -12,10 +12,12 @@ import { RegistryClient } from '@fleet/registry-client';
 import { Bus, ensureStream, eventStreamPlan, PARTNER_EVENTS_STREAM, publishDurable, type DurablePullConsumer } from '@fleet/service-kit';
 import { randomDeviceId, RegistryStandIn, uniqueId, waitFor, WebhookReceiver } from '@fleet/test-kit';
 import { DevicePlaces } from '../src/access/device-places';
+import { newDeliveryId } from '../src/domain/ids';
 import { PartnerAccessDirectory } from '../src/access/partner-access';
 import { DeliveryWorker, WITHDRAWN } from '../src/handlers/delivery-worker';
 import { fanOutBatch, fanoutConsumer } from '../src/handlers/fanout';
 import { serveEvents } from '../src/handlers/webhooks';
+import { insertDeliveries } from '../src/store/deliveries';
 import { ReceiverClient } from '../src/http/receiver-client';
 import { StreamServer } from '../src/http/stream-server';
 import { connectBus, createTestDb, logger, principal, startPrivateNats, type PrivateNats, type TestDb } from './support';
@@ -362,6 +364,50 @@ describe('the delivery log and the endpoint’s state', () => {
     }
   });
 
+  it('redelivers a delivery asked again during an attempt after that attempt, never beside it', async () => {
+    const held: http.ServerResponse[] = [];
+    let open = 0;
+    let mostOpen = 0;
+    const slow = http.createServer((req, res) => {
+      open += 1;
+      mostOpen = Math.max(mostOpen, open);
+      res.on('finish', () => (open -= 1));
+      req.resume();
+      req.on('end', () => held.push(res));
+    });
+    await new Promise<void>((resolve) => slow.listen(0, '127.0.0.1', () => resolve()));
+    try {
+      const p = partner([]);
+      const hook = await createHook(p, `http://127.0.0.1:${(slow.address() as { port: number }).port}/hook`, ['device.removed']);
+      const sent = (await call('events.webhook.test', p, { params: { webhook_id: hook.id } })) as unknown as { body: { id: string } };
+      await waitFor(() => held.length === 1, { what: 'the first attempt, held by the receiver' });
+      const redelivered = await call('events.delivery.redeliver', p, { params: { webhook_id: hook.id, delivery_id: sent.body.id } });
+      expect(redelivered).toMatchObject({ ok: true, status: 202, body: { id: sent.body.id, state: 'pending', attempts: 0, delivered_at: null } });
+      // The worker looks again (a delivery of another endpoint queued after the redelivery goes
+      // out): the redelivery did not start a second attempt while the first is in flight.
+      const marker = await createHook(p, receiver.url, ['device.removed']);
+      await call('events.webhook.test', p, { params: { webhook_id: marker.id } });
+      await waitFor(() => receiver.received.length === 1, { what: 'the other endpoint’s delivery' });
+      expect(held).toHaveLength(1);
+      // The first attempt is answered: its outcome is logged, and the redelivery goes out after it.
+      held[0]!.writeHead(204).end();
+      await waitFor(() => held.length === 2, { what: 'the redelivery, once the first attempt is over' });
+      const between = ((await call('events.delivery.list', p, { params: { webhook_id: hook.id } })) as unknown as Listed).body.deliveries[0];
+      expect(between).toMatchObject({ id: sent.body.id, state: 'pending', attempts: 0, delivered_at: null, last_attempt: { status: 204, error: null } });
+      held[1]!.writeHead(204).end();
+      const settled = await waitFor(async () => {
+        const [d] = ((await call('events.delivery.list', p, { params: { webhook_id: hook.id } })) as unknown as Listed).body.deliveries;
+        return d?.state === 'succeeded' ? d : undefined;
+      }, { what: 'the redelivery settled' });
+      expect(settled).toMatchObject({ id: sent.body.id, attempts: 1, next_attempt_at: null, last_attempt: { status: 204 } });
+      expect(mostOpen).toBe(1);
+      expect(held).toHaveLength(2);
+    } finally {
+      slow.closeAllConnections();
+      slow.close();
+    }
+  });
+
   it('refuses a test event to a disabled endpoint (409) and holds its pending deliveries until it is enabled again', async () => {
     const p = partner([]);
     const hook = await createHook(p, receiver.url, ['device.removed']);
@@ -457,6 +503,40 @@ describe('sharing the work', () => {
     }
   });
 
+  it('a hanging receiver with a long backlog of due deliveries holds only its own share: another endpoint’s later delivery goes out', async () => {
+    const hanging = http.createServer((req) => req.resume());
+    await new Promise<void>((resolve) => hanging.listen(0, '127.0.0.1', () => resolve()));
+    const attempts = () => new Promise<number>((resolve) => hanging.getConnections((_err, n) => resolve(n)));
+    const receiver = await new WebhookReceiver().start();
+    const slow = partner(['health_read'], [1]);
+    const slowHook = await createHook(slow, `http://127.0.0.1:${(hanging.address() as { port: number }).port}/hook`, ['device.connected']);
+    try {
+      // A backlog of older due deliveries (one device each, so none waits for another), far
+      // more than the replica takes at once (16): the receiver was down while they came.
+      const backlog = Array.from({ length: 200 }, () => {
+        const id = newDeliveryId();
+        const deviceId = randomDeviceId();
+        const event = newPartnerEvent('device.connected', { deviceId, data: connected() }).event;
+        return { id, webhookId: slowHook.id, partnerId: slow.partner_id, eventId: event.id, eventType: event.type, deviceId, orderingKey: deviceId, event };
+      });
+      await insertDeliveries(testDb.db, backlog);
+      worker.nudge();
+      // The hanging receiver holds its share (4) of attempts, each for the whole timeout (2 s).
+      await waitFor(async () => (await attempts()) === 4, { what: 'the hanging endpoint’s share of attempts' });
+      const quick = partner([]);
+      const quickHook = await createHook(quick, receiver.url, ['device.removed']);
+      await call('events.webhook.test', quick, { params: { webhook_id: quickHook.id } });
+      await waitFor(() => receiver.received.length === 1, { timeoutMs: 1_500, what: 'the other endpoint’s delivery before the hanging attempts time out (2 s)' });
+      expect(await attempts()).toBe(4);
+    } finally {
+      hanging.closeAllConnections();
+      hanging.close();
+      await receiver.close();
+      // The backlog goes no further: the rest of the file is not slowed by it.
+      await testDb.db.delivery.deleteMany({ where: { webhookId: slowHook.id } });
+    }
+  });
+
   it('refuses receivers on loopback, private or link-local addresses, and plain http, outside the local fleet', async () => {
     const prefix = uniqueId('guard');
     const guardedBus = await Bus.connect({ servers: nats.url, service: 'events', logger, requestTimeoutMs: 3000, subjectPrefix: `${prefix}.` });
@@ -477,7 +557,7 @@ describe('sharing the work', () => {
 
   it('refuses link-local and unspecified receivers in the local fleet too (metadata endpoints)', async () => {
     const p = partner([]);
-    for (const url of ['http://169.254.169.254/latest/meta-data', 'https://169.254.1.1/hook', 'http://0.0.0.0:8080/hook', 'http://0/hook', 'http://[::]/hook', 'http://[fe80::1]/hook', 'http://[::ffff:169.254.169.254]/hook']) {
+    for (const url of ['http://169.254.169.254/latest/meta-data', 'https://169.254.1.1/hook', 'http://0.0.0.0:8080/hook', 'http://0/hook', 'http://[::]/hook', 'http://[fe80::1]/hook', 'http://[::ffff:169.254.169.254]/hook', 'http://[::169.254.169.254]/hook', 'http://[::a9fe:a9fe]/hook']) {
       expect({ url, reply: await call('events.webhook.create', p, { body: { url, event_types: ['device.removed'] } }) }).toMatchObject({ url, reply: { ok: false, error: { status: 400, code: 'validation_error' } } });
     }
     const hook = await createHook(p, 'http://127.0.0.1:1/hook', ['device.removed']);

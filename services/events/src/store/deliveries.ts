@@ -70,34 +70,43 @@ export async function insertDeliveries(db: EventsTx, rows: readonly NewDelivery[
  * Takes up to `limit` deliveries that are due, for `leaseMs`: pending, enabled endpoint, no
  * earlier pending delivery of the same endpoint and device (per-device order), not leased by a
  * live worker, and at most `perEndpoint` leased per endpoint at once (a slow endpoint holds only
- * its own share). The candidates are chosen without locks, then leased by a conditional update,
- * so a delivery two replicas chose is taken by one of them.
+ * its own share). Each endpoint with room offers only its own earliest due deliveries, as many
+ * as its room, and the earliest `limit` of those are taken: however long one endpoint's backlog
+ * (a receiver down or hanging), it can never fill the choice and keep another endpoint's due
+ * delivery waiting. Each endpoint's offer is read in order from its own index range, stopping
+ * at its room, so the claim costs the same whatever the backlog. The candidates are chosen
+ * without locks, then leased by a conditional update, so a delivery two replicas chose is taken
+ * by one of them. A new lease starts a fresh attempt: a redelivery asked during the previous one
+ * is this attempt.
  */
 export async function claimDue(db: EventsDb, limit: number, perEndpoint: number, leaseMs: number): Promise<ClaimedDelivery[]> {
   if (limit <= 0) return [];
   return db.$queryRaw<ClaimedDelivery[]>`
     WITH busy AS (
       SELECT webhook_id, count(*)::int AS n FROM deliveries
-      WHERE state = 'pending' AND lease_until > now() GROUP BY webhook_id
+      WHERE lease_until > now() AND state = 'pending' GROUP BY webhook_id
     ),
-    due AS (
-      SELECT d.id, d.webhook_id, row_number() OVER (PARTITION BY d.webhook_id ORDER BY d.next_attempt_at, d.seq) AS rank, d.next_attempt_at, d.seq
-      FROM deliveries d JOIN webhooks w ON w.id = d.webhook_id AND w.enabled
-      WHERE d.state = 'pending' AND d.next_attempt_at <= now() AND (d.lease_until IS NULL OR d.lease_until <= now())
-        AND NOT EXISTS (
-          SELECT 1 FROM deliveries e
-          WHERE e.webhook_id = d.webhook_id AND e.ordering_key = d.ordering_key AND e.state = 'pending' AND e.seq < d.seq)
-      ORDER BY d.next_attempt_at, d.seq
-      LIMIT ${limit * 4}
+    open AS (
+      SELECT w.id, LEAST(${perEndpoint}::int - coalesce(busy.n, 0), ${limit}::int) AS room
+      FROM webhooks w LEFT JOIN busy ON busy.webhook_id = w.id
+      WHERE w.enabled AND coalesce(busy.n, 0) < ${perEndpoint}::int
     ),
     chosen AS (
-      SELECT due.id FROM due LEFT JOIN busy USING (webhook_id)
-      WHERE due.rank + coalesce(busy.n, 0) <= ${perEndpoint}
+      SELECT due.id FROM open CROSS JOIN LATERAL (
+        SELECT d.id, d.next_attempt_at, d.seq FROM deliveries d
+        WHERE d.webhook_id = open.id AND d.state = 'pending' AND d.next_attempt_at <= now()
+          AND (d.lease_until IS NULL OR d.lease_until <= now())
+          AND NOT EXISTS (
+            SELECT 1 FROM deliveries e
+            WHERE e.webhook_id = d.webhook_id AND e.ordering_key = d.ordering_key AND e.state = 'pending' AND e.seq < d.seq)
+        ORDER BY d.next_attempt_at, d.seq
+        LIMIT open.room
+      ) due
       ORDER BY due.next_attempt_at, due.seq
-      LIMIT ${limit}
+      LIMIT ${limit}::int
     ),
     leased AS (
-      UPDATE deliveries d SET lease_until = now() + make_interval(secs => ${leaseMs / 1000}::float8)
+      UPDATE deliveries d SET lease_until = now() + make_interval(secs => ${leaseMs / 1000}::float8), redelivery_asked = false
       FROM chosen
       WHERE d.id = chosen.id AND d.state = 'pending' AND (d.lease_until IS NULL OR d.lease_until <= now())
       RETURNING d.id, d.webhook_id, d.partner_id, d.event_type, d.event_id, d.event, d.attempts
@@ -119,15 +128,21 @@ export interface AttemptOutcome {
 /**
  * Records an attempt: succeeded, failed with its next attempt at `retryAt`, or dead (failed,
  * no `retryAt`). A success is `delivered_at` the moment the receiver answered (`at` plus the
- * duration). One plain statement: it runs once per delivery, the delivery path's hottest write.
+ * duration). When a redelivery was asked while the attempt was in flight, the attempt is
+ * logged but its outcome is not taken: the delivery stays queued as the redelivery left it
+ * (pending, due, a fresh schedule), to be sent again now that this attempt is over. One plain
+ * statement: it runs once per delivery, the delivery path's hottest write.
  */
 export async function settleAttempt(db: EventsTx, id: string, outcome: AttemptOutcome, result: { succeeded: true } | { succeeded: false; retryAt: Date | null }): Promise<void> {
   const state = result.succeeded ? 'succeeded' : result.retryAt ? 'pending' : 'dead';
   const nextAttemptAt = result.succeeded ? null : result.retryAt;
   await db.$executeRaw`
     UPDATE deliveries SET
-      state = ${state}, attempts = attempts + 1, next_attempt_at = ${nextAttemptAt}::timestamptz, lease_until = NULL,
-      delivered_at = ${result.succeeded ? new Date(outcome.at.getTime() + outcome.durationMs) : null}::timestamptz,
+      state = CASE WHEN redelivery_asked THEN 'pending' ELSE ${state} END,
+      attempts = CASE WHEN redelivery_asked THEN attempts ELSE attempts + 1 END,
+      next_attempt_at = CASE WHEN redelivery_asked THEN next_attempt_at ELSE ${nextAttemptAt}::timestamptz END,
+      delivered_at = CASE WHEN redelivery_asked THEN NULL ELSE ${result.succeeded ? new Date(outcome.at.getTime() + outcome.durationMs) : null}::timestamptz END,
+      lease_until = NULL, redelivery_asked = false,
       last_attempt_at = ${outcome.at}::timestamptz, last_status = ${outcome.status}::int, last_error = ${outcome.error}, last_duration_ms = ${outcome.durationMs}::int
     WHERE id = ${id} AND state = 'pending'`;
 }
@@ -145,12 +160,19 @@ export async function findDelivery(db: EventsTx, webhookId: string, id: string):
   return db.delivery.findFirst({ where: { id, webhookId } });
 }
 
-/** Queues a delivery again now, with a fresh schedule of attempts (whatever its state). */
+/**
+ * Queues a delivery again now, with a fresh schedule of attempts (whatever its state). One
+ * whose attempt is in flight (leased by a live worker) keeps its lease: a second attempt never
+ * runs beside it (the endpoint's share and the device's order hold), and the redelivery is
+ * marked so that settling the attempt leaves it queued; it is sent once that attempt is over.
+ */
 export async function requeueDelivery(db: EventsTx, webhookId: string, id: string): Promise<DeliveryRow | null> {
-  const { count } = await db.delivery.updateMany({
-    where: { id, webhookId },
-    data: { state: 'pending', attempts: 0, nextAttemptAt: new Date(), leaseUntil: null, deliveredAt: null },
-  });
+  const count = await db.$executeRaw`
+    UPDATE deliveries SET
+      state = 'pending', attempts = 0, next_attempt_at = now(), delivered_at = NULL,
+      redelivery_asked = coalesce(lease_until > now(), false),
+      lease_until = CASE WHEN lease_until > now() THEN lease_until END
+    WHERE id = ${id} AND webhook_id = ${webhookId}`;
   return count === 0 ? null : findDelivery(db, webhookId, id);
 }
 

@@ -301,7 +301,9 @@ export const eventRoutes: RouteDef[] = [
     operationId: 'redeliverWebhookDelivery',
     tag: 'Events',
     summary: 'Send a delivery again',
-    description: 'Whatever its state, the delivery is queued again now, with a fresh schedule of attempts; the event and its `id` are unchanged (deduplicate on it).',
+    description:
+      'Whatever its state, the delivery is queued again now, with a fresh schedule of attempts; the event and its `id` are unchanged (deduplicate on it). ' +
+      'If an attempt of it is in flight, no second one starts beside it: that attempt runs to its end (its outcome shows in `last_attempt` but is not kept) and the delivery is sent again as soon as it is over.',
     permission: 'webhook_manage',
     target: { subject: 'events.delivery.redeliver' },
     params: { webhook_id: webhookId, delivery_id: deliveryId },
