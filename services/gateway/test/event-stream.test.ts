@@ -342,6 +342,23 @@ describe('refusals before the stream starts: the usual JSON error', () => {
     await waitFor(() => lastUpstream().closed, { what: 'the silent upstream let go' });
   });
 
+  it('is 503 with Retry-After, never 404, when the stream server no longer knows its one-time URL (expired on the way, or used)', async () => {
+    // What the events service's stream server answers for a URL it does not know (any more).
+    upstreamMode = { kind: 'refuse', status: 404, body: JSON.stringify({ error: 'No such stream: its URL is unknown, used or expired.', code: 'not_found' }) };
+    const res = await call(gw.url, 'GET', '/v1/events', { key: reader.key });
+    expectError(res, 503, 'service_unavailable');
+    expect(res.headers.get('retry-after')).toBe('1');
+    expect(res.body.error).not.toMatch(/No such stream/);
+    await waitFor(() => lastUpstream().closed, { what: 'the upstream let go' });
+
+    // A device out of scope is still 404: events.stream.open says so, before any stream server is asked.
+    upstreamMode = { kind: 'stream' };
+    const before = upstreams.length;
+    openRefusal = () => new NotFoundError('Device not found.');
+    expectError(await call(gw.url, 'GET', '/v1/events?device_id=0A1B2C3D4E5F', { key: reader.key }), 404, 'not_found');
+    expect(upstreams.length).toBe(before);
+  });
+
   it('is 503 when the stream server cannot be reached, or the events service does not answer', async () => {
     openUrl = () => 'http://127.0.0.1:9/streams/nowhere';
     expectError(await call(gw.url, 'GET', '/v1/events', { key: reader.key }), 503, 'service_unavailable');

@@ -265,9 +265,13 @@ function pipeStream(deps: StreamDeps, target: URL, req: Request, res: Response, 
 }
 
 /**
- * The stream server refused before streaming (its one-time URL expired, the partner's streams
- * are all taken meanwhile): its JSON error is relayed with this request's id. Anything else (no
- * error body, a 401 about the gateway's own ticket, a status below 400) is a 503.
+ * The stream server refused before streaming (the partner's streams are all taken meanwhile):
+ * its JSON error is relayed with this request's id. Anything else (no error body, a 401 about
+ * the gateway's own ticket, a status below 400) is a 503, and so is a 404: the stream server
+ * knows nothing but its one-time URLs, so its 404 says the URL was unknown, already used or
+ * expired (a slow hop between events.stream.open and this GET), the platform's failure and no
+ * answer about the partner's device (events.stream.open refuses those, over the bus). The
+ * partner retries, with Last-Event-ID.
  */
 function relayRefusal(answer: http.IncomingMessage, res: Response, requestId: string, refuse: (failure: ApiError, why: string) => void, settle: () => void): void {
   const status = answer.statusCode ?? 502;
@@ -286,6 +290,10 @@ function relayRefusal(answer: http.IncomingMessage, res: Response, requestId: st
       body = undefined;
     }
     const error = body as { error?: unknown; code?: unknown } | undefined;
+    if (status === 404) {
+      refuse(unavailable(), 'the stream server no longer knows the stream (its one-time URL unknown, used or expired)');
+      return;
+    }
     if (status < 400 || status === 401 || typeof error?.error !== 'string' || typeof error.code !== 'string') {
       refuse(unavailable(), `HTTP ${status} without an error body to relay`);
       return;
