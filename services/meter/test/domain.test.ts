@@ -253,6 +253,47 @@ describe('energy buckets', () => {
     expect((b[0] && bucketLabel(b[0]))).toBe('2026-06-01T05:00:00+05:30');
   });
 
+  const minutes = (b: { start: number; end: number }) => (b.end - b.start) / 60_000;
+  const hourBuckets = (start: string, end: string, zone: string) => bucketsFor(new Date(start), new Date(end), 'hour', zone).map((b) => [bucketLabel(b), minutes(b)]);
+
+  it("cuts the hour of Lord Howe's 30-minute change at the change: the hour it skips is 30 minutes, the half hour it repeats a bucket of its own", () => {
+    // Spring: 02:00+10:30 becomes 02:30+11:00 (15:30 UTC).
+    expect(hourBuckets('2026-10-03T14:30:00Z', '2026-10-03T16:30:00Z', 'Australia/Lord_Howe')).toEqual([
+      ['2026-10-04T01:00:00+10:30', 60],
+      ['2026-10-04T02:30:00+11:00', 30],
+      ['2026-10-04T03:00:00+11:00', 60],
+    ]);
+    // Autumn: 02:00+11:00 becomes 01:30+10:30 (15:00 UTC); 01:30 to 02:00 comes twice, once with each offset.
+    expect(hourBuckets('2026-04-04T14:00:00Z', '2026-04-04T16:30:00Z', 'Australia/Lord_Howe')).toEqual([
+      ['2026-04-05T01:00:00+11:00', 60],
+      ['2026-04-05T01:30:00+10:30', 30],
+      ['2026-04-05T02:00:00+10:30', 60],
+    ]);
+  });
+
+  it('starts with the bucket holding the start, also when that bucket begins at an offset change', () => {
+    expect(hourBuckets('2026-10-03T15:45:00Z', '2026-10-03T16:30:00Z', 'Australia/Lord_Howe')).toEqual([
+      ['2026-10-04T02:30:00+11:00', 30],
+      ['2026-10-04T03:00:00+11:00', 60],
+    ]);
+    expect(bucketsFor(new Date('2026-04-04T15:10:00Z'), new Date('2026-04-04T15:20:00Z'), 'hour', 'Australia/Lord_Howe').map((b) => new Date(b.start).toISOString())).toEqual([
+      '2026-04-04T15:00:00.000Z',
+    ]);
+  });
+
+  it('cuts hours at historical changes of odd size: Kathmandu +05:30 to +05:45 (1986), Monrovia -00:44:30 to UTC (1972)', () => {
+    expect(hourBuckets('1985-12-31T17:30:00Z', '1985-12-31T20:00:00Z', 'Asia/Kathmandu')).toEqual([
+      ['1985-12-31T23:00:00+05:30', 60],
+      ['1986-01-01T00:15:00+05:45', 45],
+      ['1986-01-01T01:00:00+05:45', 60],
+    ]);
+    expect(hourBuckets('1972-01-06T23:44:30Z', '1972-01-07T02:00:00Z', 'Africa/Monrovia')).toEqual([
+      ['1972-01-06T23:00:00-00:44:30', 60],
+      ['1972-01-07T00:44:30+00:00', 15.5],
+      ['1972-01-07T01:00:00+00:00', 60],
+    ]);
+  });
+
   it('uses UTC without a zone and refuses 2000 buckets or more', () => {
     const b = bucketsFor(new Date('2026-06-01T00:30:00Z'), new Date('2026-06-01T02:00:00Z'), 'hour', undefined);
     expect(b.map(bucketLabel)).toEqual(['2026-06-01T00:00:00Z', '2026-06-01T01:00:00Z']);

@@ -3,12 +3,15 @@
  * database, then the read routes' handlers over what was stored: both listing modes, the
  * summary and energy answers computed independently here, clears.
  */
+import fs from 'node:fs';
+import path from 'node:path';
 import type { JetStreamClient } from 'nats';
 import { DurablePullConsumer, metricsRegistry, type Bus } from '@fleet/service-kit';
 import { randomDeviceId, uniqueId, waitFor } from '@fleet/test-kit';
 import { deviceInProcessor } from '../src/handlers/device-in';
 import { getEnergy, getSummary, listIntervals } from '../src/handlers/reads';
 import { parseRecord } from '../src/domain/record';
+import { MIGRATIONS_DIR } from '../src/migrations';
 import { ingestRecords } from '../src/store/ingest';
 import { clearDevice } from '../src/store/records';
 
@@ -330,5 +333,71 @@ describe('clear after meter testing', () => {
     expect(all.records.map((r) => `${String(r.sid)}/${String(r.seq)}`).sort()).toEqual([`${sid}/5`, `${restarted}/0`].sort());
     expect(after.next_cursor).toEqual(expect.any(String));
     expect(await storedCount(dev)).toBe(6);
+  });
+
+  describe('with a start the platform did not accept', () => {
+    const T = Date.parse('2026-06-01T12:00:00Z') / 1000;
+    const at = (s: number): Date => new Date(s * 1000);
+    const parsedAt = (dev: string, payload: object, receivedS: number) => parseRecord(dev, Buffer.from(JSON.stringify(payload)), at(receivedS));
+    const markOf = async (dev: string): Promise<Date | null> =>
+      (await testDb.db.meterClear.findFirst({ where: { deviceId: dev }, orderBy: [{ clearedAt: 'desc' }, { id: 'desc' }] }))?.maxStartAt ?? null;
+    const storedKeys = async (dev: string): Promise<string[]> =>
+      (await testDb.db.intervalRecord.findMany({ where: { deviceId: dev, cleared: false } })).map((r) => `${r.sid}/${r.seq}`).sort();
+
+    /** Two accepted records, one dated 2096 (start_in_future), one of another stream dated 2093 and quarantined first for its CT turns. */
+    async function meterWithFarStarts(dev: string, sid: string): Promise<void> {
+      const result = await ingestRecords(testDb.db, [
+        parsedAt(dev, makeRecord(sid, 0, T), T + 1800),
+        parsedAt(dev, makeRecord(sid, 1, T + 900), T + 1800),
+        parsedAt(dev, makeRecord(sid, 2, 4_000_000_000), T + 1800),
+        parsedAt(dev, { ...makeRecord(randomSid(), 0, 3_900_000_000), ct: 0 }, T + 1800),
+      ]);
+      expect(result).toEqual({ stored: 4, duplicates: 0, cleared: 0, quarantined: { start_in_future: 1, unusable_ct_turns: 1 } });
+    }
+
+    it('marks the clear by the newest accepted start, so what the meter sends after the clear is stored', async () => {
+      const dev = randomDeviceId();
+      const sid = randomSid();
+      await meterWithFarStarts(dev, sid);
+      await clearDevice(testDb.db, dev, at(T + 1900));
+      expect(await markOf(dev)).toEqual(at(T + 900));
+      const restarted = randomSid();
+      const result = await ingestRecords(testDb.db, [
+        parsedAt(dev, makeRecord(sid, 3, T + 1800), T + 2800), // the stream's next interval
+        parsedAt(dev, makeRecord(restarted, 0, T + 2700), T + 3700), // a new stream after a restart
+        parsedAt(dev, makeRecord(sid, 1, T + 900), T + 2800), // a repeat from before the clear
+        parsedAt(dev, makeRecord(randomSid(), 4, T - 900), T + 2800), // an unknown stream's record from before it
+      ]);
+      expect(result).toEqual({ stored: 2, duplicates: 0, cleared: 2, quarantined: {} });
+      expect(await storedKeys(dev)).toEqual([`${sid}/3`, `${restarted}/0`].sort());
+      const page = await list(dev, { start: String(T - 86_400), end: String(T + 86_400) });
+      expect(page.records.map((r) => `${String(r.sid)}/${String(r.seq)}`).sort()).toEqual([`${sid}/3`, `${restarted}/0`].sort());
+    });
+
+    it("recomputes a latest clear's mark that a quarantined start moved, from the records that clear covered", async () => {
+      const migration = fs.readFileSync(path.join(MIGRATIONS_DIR, '20261201000000_clear_marks_accepted_starts', 'migration.sql'), 'utf8');
+      const poisoned = randomDeviceId();
+      const sid = randomSid();
+      await meterWithFarStarts(poisoned, sid);
+      await clearDevice(testDb.db, poisoned, at(T + 1900));
+      // As a clear made before stored it: the newest start of every record, the quarantined 2096 one included.
+      await testDb.db.meterClear.updateMany({ where: { deviceId: poisoned }, data: { maxStartAt: at(4_000_000_000) } });
+      expect(await ingestRecords(testDb.db, [parsedAt(poisoned, makeRecord(sid, 3, T + 1800), T + 2800)])).toEqual({ stored: 0, duplicates: 0, cleared: 1 });
+      // A meter cleared earlier, then cleared again, and sending since: only its latest mark is read, and
+      // the records stored after that clear (not cleared) are not part of it.
+      const other = randomDeviceId();
+      const otherSid = randomSid();
+      await ingestRecords(testDb.db, [parsedAt(other, makeRecord(otherSid, 0, T), T + 900)]);
+      await clearDevice(testDb.db, other, at(T + 1000));
+      await ingestRecords(testDb.db, [parsedAt(other, makeRecord(otherSid, 1, T + 900), T + 1800)]);
+      await clearDevice(testDb.db, other, at(T + 1900));
+      await ingestRecords(testDb.db, [parsedAt(other, makeRecord(otherSid, 2, T + 1800), T + 2700)]);
+
+      await testDb.db.$executeRawUnsafe(migration);
+      expect(await markOf(poisoned)).toEqual(at(T + 900));
+      expect(await markOf(other)).toEqual(at(T + 900));
+      expect(await ingestRecords(testDb.db, [parsedAt(poisoned, makeRecord(sid, 4, T + 2700), T + 3700)])).toEqual({ stored: 1, duplicates: 0, cleared: 0, quarantined: {} });
+      expect(await storedKeys(poisoned)).toEqual([`${sid}/4`]);
+    });
   });
 });

@@ -196,6 +196,29 @@ describe('rollups', () => {
     }
   });
 
+  it.each([
+    // 02:00+10:30 becomes 02:30+11:00 at 15:30 UTC: the local hour 02 lasts 30 minutes.
+    ['spring', '2026-10-03T14:30:00Z', 8, ['2026-10-04T01:00:00+10:30', '2026-10-04T02:30:00+11:00', '2026-10-04T03:00:00+11:00'], [4, 2, 2]],
+    // 02:00+11:00 becomes 01:30+10:30 at 15:00 UTC: the repeated half hour is a bucket of its own.
+    ['autumn', '2026-04-04T14:00:00Z', 10, ['2026-04-05T01:00:00+11:00', '2026-04-05T01:30:00+10:30', '2026-04-05T02:00:00+10:30'], [4, 2, 4]],
+  ] as const)("sums Lord Howe's local hours at its 30-minute %s change, from rollups and from raw records", async (_what, from, count, labels, wh) => {
+    const dev = randomDeviceId();
+    const sid = randomSid();
+    const fromS = Date.parse(from) / 1000;
+    // One record every quarter hour, each using 1 Wh.
+    await ingestRecords(testDb.db, Array.from({ length: count }, (_, k) => parsed(dev, { ...makeRecord(sid, k, fromS + k * 900), e: [1000 + k, 1001 + k] })));
+    const window = { start: new Date(fromS * 1000), end: new Date((fromS + count * 900) * 1000) };
+    const energy = energyBody(await getEnergy(reader, envelope(dev, { start: window.start.toISOString(), end: window.end.toISOString(), tz: 'Australia/Lord_Howe' })));
+    expect(energy.points).toEqual(labels.map((start_at, k) => ({ start_at, energy_wh: wh[k], reset: false })));
+    expect({ points: energy.points, total: energy.total }).toEqual(await rawEnergyAnswer(testDb.db, dev, window, 'hour', 'Australia/Lord_Howe'));
+    // Window edges inside slots: the records between an edge and its quarter hour are read raw.
+    const inner = { start: new Date((fromS + 600) * 1000), end: new Date((fromS + count * 900 - 600) * 1000) };
+    const trimmed = energyBody(await getEnergy(reader, envelope(dev, { start: inner.start.toISOString(), end: inner.end.toISOString(), tz: 'Australia/Lord_Howe' })));
+    expect((trimmed.points as Array<{ start_at: string }>).map((p) => p.start_at)).toEqual(labels);
+    expect((trimmed.points as Array<{ energy_wh: number }>).map((p) => p.energy_wh)).toEqual([wh[0] - 1, wh[1], wh[2]]);
+    expect({ points: trimmed.points, total: trimmed.total }).toEqual(await rawEnergyAnswer(testDb.db, dev, inner, 'hour', 'Australia/Lord_Howe'));
+  });
+
   it('answers exactly where a zone offset is not a whole number of quarter hours (Monrovia before 1972)', async () => {
     const dev = randomDeviceId();
     const rnd = random(1971);

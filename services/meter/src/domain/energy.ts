@@ -6,10 +6,13 @@ import { offsetsOf, type ZoneOffsets } from './zone-offsets';
 
 /**
  * Energy buckets: whole local hours or days of an IANA zone (UTC when none is given). A day
- * at a daylight-saving change is 23 or 25 hours; an hour is always 3600 s. The buckets cover
- * the window from the bucket holding `start` to the one holding the last instant before
- * `end`; a record counts in the bucket holding its start, and only records that start inside
- * the window count (so the total equals the summary's energy for the same window).
+ * at a daylight-saving change is 23 or 25 hours. An hour bucket is the time the zone's clocks
+ * show one local hour with one offset: 3600 s, except where the offset changes by part of an
+ * hour (Lord Howe's 30 minutes, Kathmandu's 15 in 1986, Monrovia's 44.5 in 1972) or at a time
+ * other than a whole hour (Chatham at :45), which cuts the hour holding the change in two. The
+ * buckets cover the window from the bucket holding `start` to the one holding the last instant
+ * before `end`; a record counts in the bucket holding its start, and only records that start
+ * inside the window count (so the total equals the summary's energy for the same window).
  */
 
 export type BucketWidth = 'hour' | 'day';
@@ -49,9 +52,10 @@ export function bucketsFor(start: Date, end: Date, width: BucketWidth, zone: str
   const tz = IANAZone.create(zone ?? 'UTC');
   const endMs = end.getTime();
   const buckets: Bucket[] = [];
-  let cursor = DateTime.fromMillis(start.getTime(), { zone: tz }).startOf(width).toMillis();
-  if (!Number.isFinite(cursor) || !Number.isFinite(endMs)) throw new ValidationError("invalid 'start': outside the supported dates");
   const offsets = zone === undefined ? UTC_OFFSETS : offsetsOf(zone);
+  const startMs = start.getTime();
+  let cursor = !Number.isFinite(startMs) ? Number.NaN : width === 'hour' ? hourHolding(startMs, offsets) : DateTime.fromMillis(startMs, { zone: tz }).startOf('day').toMillis();
+  if (!Number.isFinite(cursor) || !Number.isFinite(endMs)) throw new ValidationError("invalid 'start': outside the supported dates");
   while (cursor < endMs) {
     if (buckets.length >= MAX_BUCKETS - 1) {
       throw new ValidationError(`invalid range: more than ${MAX_BUCKETS - 1} ${width} buckets; ${width === 'hour' ? "use bucket 'day' or " : ''}narrow 'start' and 'end'`);
@@ -78,12 +82,41 @@ function nextBoundary(at: number, width: BucketWidth, offsets: ZoneOffsets, tz: 
     if (guess > at && guess + offsets.at(guess) * 60_000 === nextDateUtc) return guess;
     return DateTime.fromMillis(at, { zone: tz }).plus({ days: 1 }).startOf('day').toMillis();
   }
-  // An hour is 3600 s of real time; realign to the local hour where the zone's offset moves by
-  // a fraction of an hour.
-  const next = at + HOUR_MS;
-  const local = next + offsets.at(next) * 60_000;
-  const misaligned = ((local % HOUR_MS) + HOUR_MS) % HOUR_MS;
-  return misaligned === 0 || next - misaligned <= at ? next : next - misaligned;
+  // The next whole local hour in the offset of this bucket, unless the offset changes first:
+  // the change ends the bucket, and the next one starts at the local time after the change
+  // (Lord Howe's spring: 02:00+10:30 is 02:30+11:00, a bucket of 30 minutes up to 03:00+11:00;
+  // its autumn: 02:00+11:00 is 01:30+10:30, the repeated half hour a bucket of its own, as a
+  // repeated whole hour is). Each bucket thus has one offset, the one its start_at is written
+  // with. No zone changes its offset twice within an hour (nor within a week).
+  const offset = offsets.at(at);
+  const next = at - localMsIntoHour(at, offset) + HOUR_MS;
+  return offsets.at(next - 1) === offset ? next : offsetChangeIn(at, next - 1, offsets);
+}
+
+/** Milliseconds since the local whole hour at `ms`, in the given offset (minutes). */
+function localMsIntoHour(ms: number, offsetMin: number): number {
+  const local = ms + Math.round(offsetMin * 60_000);
+  return ((local % HOUR_MS) + HOUR_MS) % HOUR_MS;
+}
+
+/** Start of the hour bucket holding `ms`: its local whole hour, or the offset change after it when one lies between. */
+function hourHolding(ms: number, offsets: ZoneOffsets): number {
+  const offset = offsets.at(ms);
+  const wholeHour = ms - localMsIntoHour(ms, offset);
+  return offsets.at(wholeHour) === offset ? wholeHour : offsetChangeIn(wholeHour, ms, offsets);
+}
+
+/** The first instant in (lo, hi] whose offset differs from lo's (hi's does), to the millisecond. */
+function offsetChangeIn(lo: number, hi: number, offsets: ZoneOffsets): number {
+  const before = offsets.at(lo);
+  let a = lo;
+  let b = hi;
+  while (b - a > 1) {
+    const mid = a + Math.floor((b - a) / 2);
+    if (offsets.at(mid) === before) a = mid;
+    else b = mid;
+  }
+  return b;
 }
 
 /**

@@ -92,7 +92,13 @@ export async function clearDevice(db: MeterDb, deviceId: string, now = new Date(
       "SELECT sid, max(seq) AS max_seq FROM interval_records WHERE device_id = $1 AND sid NOT LIKE '#%' GROUP BY sid",
       deviceId,
     );
-    const latest = await tx.$queryRawUnsafe<Array<{ max_start: Date | null }>>('SELECT max(start_at) AS max_start FROM interval_records WHERE device_id = $1', deviceId);
+    // The newest start only among records the platform accepted: a quarantined record keeps the
+    // start it named (one far in the future, or one on a record refused for another reason), and
+    // such a start would mark every record the meter makes after the clear as from before it.
+    const latest = await tx.$queryRawUnsafe<Array<{ max_start: Date | null }>>(
+      'SELECT max(start_at) AS max_start FROM interval_records WHERE device_id = $1 AND NOT quarantined',
+      deviceId,
+    );
     await tx.meterClear.create({
       data: {
         deviceId,
