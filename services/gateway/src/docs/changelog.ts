@@ -90,6 +90,8 @@ export const CHANGELOG: readonly ChangelogEntry[] = [
       'Webhooks: one endpoint with a long backlog of due deliveries (its receiver down or hanging) no longer delays the deliveries of other endpoints; a redelivery asked while an attempt of that delivery is in flight is sent once the attempt is over, never beside it; receivers on IPv4-compatible IPv6 addresses (`::/96`, e.g. `::169.254.169.254`) are refused with 400 `validation_error`.',
       'Webhooks: the guide says what the order of one device’s events per endpoint holds to (the order the platform took them up, nearly always the order they happened; compare `occurred_at` where order matters).',
       'Live stream: a stream whose one-time connection expired on its way inside the platform is 503 `service_unavailable` with `Retry-After` (it was 404 `not_found`, the answer for a device out of scope); a reader slower than its events is kept pace with instead of having them queued on the platform.',
+      'Meter records after a clear: a record the platform quarantined (for example one stamped decades ahead by a meter’s wrong clock) no longer makes every record the meter sends after the clear count as from before it; such records are stored again.',
+      'Energy per hour in a zone whose offset changes by part of an hour (Australia/Lord_Howe’s 30 minutes) or off the hour (Pacific/Chatham): the hour holding the change is cut in two at the change, each bucket a stretch of one local hour with one offset (`01:00+10:30`, then `02:30+11:00`), where buckets were misaligned with the local hours.',
       'Machine-readable description at `/openapi.json` (OpenAPI 3.1, document version 1.0.0), the quick-start guide at `/docs`, the full reference at `/docs_adv` and this changelog.',
     ],
   },
