@@ -125,7 +125,7 @@ describe('docsRouter', () => {
       'evt_', 'occurred_at', 'within 5 seconds', 'POST /v1/webhooks', 'shown only in this answer', 'rotate-secret', 'previous_expires_in_s',
       'standardwebhooks', 'new Webhook(', 'wh.verify(', 'webhook-id', 'webhook-timestamp', 'webhook-signature', 'whsec_', 'HMAC-SHA256',
       'within 10 seconds', 'a redirect', 'at least once', '11 attempts', '5 s, 5 min, 30 min, 2 h, 5 h, 10 h, 10 h, 10 h, 10 h, 14 h', 'about 2.6 days', '<code>dead</code>',
-      'in the order they happened', '/deliveries', '/redeliver', '/test', 'private, loopback or link-local', 'npm start', 'loopback and private receivers',
+      'sent one at a time', 'compare <code>occurred_at</code>', '/deliveries', '/redeliver', '/test', 'private, loopback or link-local', 'npm start', 'loopback and private receivers',
       'curl -N', 'GET /v1/events', 'types=', '<code>device_id</code>', 'Last-Event-ID', 'last_event_id', '7 days', ': keep-alive', 'every 15 seconds',
       'At most 5 streams', '20 webhook endpoints', '30 days',
     ]) {
