@@ -383,10 +383,11 @@ function viewOf(r: ReturnType<typeof parseRecord>): Record<string, unknown> {
 
 describe('records from before a clear', () => {
   const mark = { clearedAt: new Date('2026-06-01T12:00:00Z'), streams: { aaaaaaaa: 10 }, maxStartAt: new Date('2026-01-01T10:00:00Z') };
-  const rec = (sid: string, seq: number, start: string | null, received = '2026-06-01T12:00:01Z') => ({
+  const rec = (sid: string, seq: number, start: string | null, received = '2026-06-01T12:00:01Z', durationS: number | null = 900) => ({
     sid,
     seq,
     startAt: start ? new Date(start) : null,
+    durationS,
     receivedAt: new Date(received),
   });
   it('tells by the stream, then by the meter clock, then by arrival', () => {
@@ -398,6 +399,19 @@ describe('records from before a clear', () => {
     expect(fromBeforeClear(rec('#0011223344556677', -1, null, '2026-06-01T11:59:59Z'), mark)).toBe(true);
     expect(fromBeforeClear(rec('#0011223344556677', -1, null, '2026-06-01T12:00:01Z'), mark)).toBe(false);
     expect(fromBeforeClear(rec('dddddddd', 0, null), mark)).toBe(false);
+  });
+
+  it('tells a record made before the clear and sent after it by its end on the meter clock', () => {
+    // The meter's clock read 11:00 when the clear was made at 12:00: an hour behind ours.
+    const clocked = { ...mark, meterClockAtClear: new Date('2026-06-01T11:00:00Z') };
+    expect(fromBeforeClear(rec('aaaaaaaa', 11, '2026-06-01T10:30:00Z'), clocked)).toBe(true); // ended 10:45, buffered while offline
+    expect(fromBeforeClear(rec('aaaaaaaa', 12, '2026-06-01T10:45:00Z'), clocked)).toBe(true); // ended 11:00, as the clear came
+    expect(fromBeforeClear(rec('aaaaaaaa', 13, '2026-06-01T10:50:00Z'), clocked)).toBe(false); // running at the clear
+    expect(fromBeforeClear(rec('eeeeeeee', 0, '2026-06-01T10:00:00Z'), clocked)).toBe(true); // a stream the platform never saw, all before the clear
+    expect(fromBeforeClear(rec('eeeeeeee', 1, '2026-06-01T11:00:00Z'), clocked)).toBe(false);
+    expect(fromBeforeClear(rec('aaaaaaaa', 14, '2026-06-01T10:30:00Z', undefined, null), clocked)).toBe(false); // no duration: not known to have ended
+    // Without the estimate (a clear made before it was kept), as before.
+    expect(fromBeforeClear(rec('aaaaaaaa', 11, '2026-06-01T10:30:00Z'), mark)).toBe(false);
   });
 });
 

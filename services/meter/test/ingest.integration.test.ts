@@ -133,6 +133,27 @@ describe('ingest', () => {
     ]);
   });
 
+  it('judges again a reset behind stored records that read no counter when a late record lands before them', async () => {
+    const dev = randomDeviceId();
+    const sid = randomSid();
+    const rec = (seq: number, doc: Record<string, unknown>) => parseRecord(dev, Buffer.from(JSON.stringify({ ...makeRecord(sid, seq, T0 + seq * 900), ...doc })), RECEIVED);
+    await ingestRecords(testDb.db, [rec(1, { e: [100, 110] }), rec(3, { e: null }), rec(4, { e: [112, 120] })]);
+    const resets = async () => (await list(dev, { start: String(T0), end: String(T0 + 7200) })).records.map((r) => [r.seq, (r.flags as Record<string, boolean>).energy_reset]);
+    expect(await resets()).toEqual([
+      [1, false],
+      [3, false],
+      [4, false],
+    ]);
+    // 2 arrives late and read the counter up to 115: 4 starting at 112 now went backwards.
+    await ingestRecords(testDb.db, [rec(2, { e: [110, 115] })]);
+    expect(await resets()).toEqual([
+      [1, false],
+      [2, false],
+      [3, false],
+      [4, true],
+    ]);
+  });
+
   it('keeps quarantined records with their reason and null stats, and keeps going after them', async () => {
     const quarantinedBefore = await quarantinedByReason();
     const dev = randomDeviceId();
@@ -333,6 +354,26 @@ describe('clear after meter testing', () => {
     expect(all.records.map((r) => `${String(r.sid)}/${String(r.seq)}`).sort()).toEqual([`${sid}/5`, `${restarted}/0`].sort());
     expect(after.next_cursor).toEqual(expect.any(String));
     expect(await storedCount(dev)).toBe(6);
+  });
+
+  it('refuses what the meter made before the clear and sent after it (offline meanwhile), judged by its own clock', async () => {
+    const T = Date.parse('2026-06-01T12:00:00Z') / 1000;
+    const at = (s: number): Date => new Date(s * 1000);
+    const dev = randomDeviceId();
+    const sid = randomSid();
+    // The meter's clock runs 600 s behind ours; a record reaches us 2 s after it ends.
+    const reached = (startS: number) => at(startS + 900 + 600 + 2);
+    await ingestRecords(testDb.db, [parseRecord(dev, Buffer.from(JSON.stringify(makeRecord(sid, 0, T))), reached(T))]);
+    await clearDevice(testDb.db, dev, at(T + 3000));
+    const mark = await testDb.db.meterClear.findFirst({ where: { deviceId: dev }, orderBy: { id: 'desc' } });
+    // Our 3000 s is the meter's 2398 s: its record of 900 s ended at its 900 s, which reached us at our 1502 s.
+    expect(mark?.meterClockAtClear).toEqual(at(T + 2398));
+    // Back online after the clear, the meter sends what it made meanwhile.
+    const later = [1, 2, 3].map((seq) => parseRecord(dev, Buffer.from(JSON.stringify(makeRecord(sid, seq, T + seq * 900))), at(T + 4000)));
+    expect(await ingestRecords(testDb.db, later)).toEqual({ stored: 2, duplicates: 0, cleared: 1, quarantined: {} });
+    const kept = (await testDb.db.intervalRecord.findMany({ where: { deviceId: dev, cleared: false }, orderBy: { seq: 'asc' } })).map((r) => Number(r.seq));
+    // 1 ended (meter clock 1800) before the clear (2398); 2 was running at it; 3 came after.
+    expect(kept).toEqual([2, 3]);
   });
 
   describe('with a start the platform did not accept', () => {

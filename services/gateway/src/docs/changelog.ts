@@ -92,6 +92,8 @@ export const CHANGELOG: readonly ChangelogEntry[] = [
       'Live stream: a stream whose one-time connection expired on its way inside the platform is 503 `service_unavailable` with `Retry-After` (it was 404 `not_found`, the answer for a device out of scope); a reader slower than its events is kept pace with instead of having them queued on the platform.',
       'Meter records after a clear: a record the platform quarantined (for example one stamped decades ahead by a meter’s wrong clock) no longer makes every record the meter sends after the clear count as from before it; such records are stored again.',
       'Energy per hour in a zone whose offset changes by part of an hour (Australia/Lord_Howe’s 30 minutes) or off the hour (Pacific/Chatham): the hour holding the change is cut in two at the change, each bucket a stretch of one local hour with one offset (`01:00+10:30`, then `02:30+11:00`), where buckets were misaligned with the local hours.',
+      'Meter records after a clear: a record the meter made before the clear and sent after it, having been offline meanwhile, is not stored either (told by its end against what the meter’s clock read at the clear); a record still running at the clear is stored.',
+      'Meter records: a late record changes `flags.energy_reset` of the records after it up to the first that read the counter (a reset behind records without a reading was judged against the old reading); the `quarantine_reason` description no longer names reasons of payloads that are never listed.',
       'Machine-readable description at `/openapi.json` (OpenAPI 3.1, document version 1.0.0), the quick-start guide at `/docs`, the full reference at `/docs_adv` and this changelog.',
     ],
   },

@@ -50,7 +50,7 @@ const intervalRecord: JsonSchema = {
     quarantine_reason: {
       type: ['string', 'null'],
       description:
-        'Why the record is not trusted: malformed_payload, invalid_identity, malformed_fields, unusable_ct_turns, invalid_clock, impossible_values, reads_exceed_duration, start_in_future (more may be added).',
+        'Why the record is not trusted: malformed_fields, unusable_ct_turns, invalid_clock, impossible_values, reads_exceed_duration, start_in_future (more may be added). A payload with no usable `sid` and `seq` is no interval record and is never listed.',
     },
     received_at: dateTime,
   },

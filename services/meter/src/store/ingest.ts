@@ -166,15 +166,25 @@ function quarantinedByReason(rows: Array<{ quarantine_reason: string | null }>):
 
 /** The latest clear of each device (what records from before it are told by). */
 async function latestClears(tx: MeterTx, devices: string[]): Promise<Map<string, ClearMark>> {
-  const clears = await tx.$queryRawUnsafe<Array<{ device_id: string; cleared_at: Date; streams: Record<string, number>; max_start_at: Date | null }>>(
-    `SELECT DISTINCT ON (device_id) device_id, cleared_at, streams, max_start_at FROM meter_clears
+  const clears = await tx.$queryRawUnsafe<Array<{ device_id: string; cleared_at: Date; streams: Record<string, number>; max_start_at: Date | null; meter_clock_at_clear: Date | null }>>(
+    `SELECT DISTINCT ON (device_id) device_id, cleared_at, streams, max_start_at, meter_clock_at_clear FROM meter_clears
       WHERE device_id = ANY($1::text[]) ORDER BY device_id, cleared_at DESC, id DESC`,
     devices,
   );
-  return new Map(clears.map((c) => [c.device_id, { clearedAt: c.cleared_at, streams: c.streams, maxStartAt: c.max_start_at }]));
+  return new Map(clears.map((c) => [c.device_id, { clearedAt: c.cleared_at, streams: c.streams, maxStartAt: c.max_start_at, meterClockAtClear: c.meter_clock_at_clear }]));
 }
 
-/** Stored records around the ranges: every record inside each, and the nearest non-quarantined one below (with the stream's last counter reading up to it) and above it. */
+/**
+ * Stored records around the ranges: every record inside each, the nearest non-quarantined one
+ * below (with the stream's last counter reading up to it), and those above up to the first that
+ * read the counter. A record's reset is judged against the stream's last reading before it,
+ * across records that read none, so a late record can change the flag of any record up to that
+ * one (with none later, only the nearest: its CT turns are judged against the late record's).
+ * At most SUCCESSORS_READ of them: a stream that long without a reading is a meter whose counter
+ * is not read at all.
+ */
+const SUCCESSORS_READ = 100;
+
 function storedNear(tx: MeterTx, ranges: SeqRange[]): Promise<StoredNeighbour[]> {
   const cols = 'seq, arrival_seq, quarantined, e_first_raw, e_last_raw, ct_turns, energy_reset, meter_reconfigured';
   return tx.$queryRawUnsafe<StoredNeighbour[]>(
@@ -188,7 +198,16 @@ function storedNear(tx: MeterTx, ranges: SeqRange[]): Promise<StoredNeighbour[]>
          UNION ALL
          (SELECT ${cols}, 'r' AS role, NULL::float8 AS counter_before FROM interval_records r WHERE r.device_id = g.d AND r.sid = g.s AND r.seq BETWEEN g.lo AND g.hi)
          UNION ALL
-         (SELECT ${cols}, 'n' AS role, NULL::float8 AS counter_before FROM interval_records r WHERE r.device_id = g.d AND r.sid = g.s AND r.seq > g.hi AND NOT r.quarantined ORDER BY r.seq ASC LIMIT 1)
+         (SELECT ${cols}, 'n' AS role, NULL::float8 AS counter_before FROM interval_records r
+            WHERE r.device_id = g.d AND r.sid = g.s AND r.seq > g.hi AND NOT r.quarantined
+              AND r.seq <= COALESCE(
+                (SELECT c.seq FROM interval_records c
+                  WHERE c.device_id = g.d AND c.sid = g.s AND c.seq > g.hi AND NOT c.quarantined AND c.e_last_raw IS NOT NULL
+                  ORDER BY c.seq ASC LIMIT 1),
+                (SELECT c.seq FROM interval_records c
+                  WHERE c.device_id = g.d AND c.sid = g.s AND c.seq > g.hi AND NOT c.quarantined
+                  ORDER BY c.seq ASC LIMIT 1))
+            ORDER BY r.seq ASC LIMIT ${SUCCESSORS_READ})
        ) x`,
     ranges.map((g) => g.d),
     ranges.map((g) => g.s),

@@ -99,6 +99,15 @@ export async function clearDevice(db: MeterDb, deviceId: string, now = new Date(
       'SELECT max(start_at) AS max_start FROM interval_records WHERE device_id = $1 AND NOT quarantined',
       deviceId,
     );
+    // The meter's clock at the clear, from the newest accepted record that says when it ended:
+    // it was sent at its end, so its end minus its arrival is how far the meter's clock is ahead.
+    const newest = await tx.$queryRawUnsafe<Array<{ ended_at: Date; received_at: Date }>>(
+      `SELECT start_at + make_interval(secs => duration_s) AS ended_at, received_at FROM interval_records
+        WHERE device_id = $1 AND NOT quarantined AND start_at IS NOT NULL AND duration_s IS NOT NULL
+        ORDER BY start_at DESC LIMIT 1`,
+      deviceId,
+    );
+    const ahead = newest[0] ? newest[0].ended_at.getTime() - newest[0].received_at.getTime() : null;
     await tx.meterClear.create({
       data: {
         deviceId,
@@ -106,6 +115,7 @@ export async function clearDevice(db: MeterDb, deviceId: string, now = new Date(
         records: count,
         streams: Object.fromEntries(streams.map((s) => [s.sid, Number(s.max_seq)])),
         maxStartAt: latest[0]?.max_start ?? null,
+        meterClockAtClear: ahead === null ? null : new Date(now.getTime() + ahead),
       },
     });
     return { cleared_records: count, cleared_at: now.toISOString() };
