@@ -280,6 +280,29 @@ describe('deliveries', () => {
     expect(String(receiver.received[1]!.headers['webhook-signature']).split(' ')).toHaveLength(1);
   });
 
+  it('keeps every secret it answered signing until its expiry when rotations follow each other (a retry after a lost answer, two at once)', async () => {
+    const p = partner([]);
+    const hook = await createHook(p, receiver.url, ['device.removed']);
+    const rotate = async (overlap: number) =>
+      ((await call('events.webhook.rotate', p, { params: { webhook_id: hook.id }, body: { previous_expires_in_s: overlap } })) as unknown as { ok: true; body: { secret: string } }).body.secret;
+    const first = await rotate(60);
+    // The first answer was lost; the retry (and one made at the same moment) rotates again.
+    const [second, third] = await Promise.all([rotate(60), rotate(60)]);
+    await call('events.webhook.test', p, { params: { webhook_id: hook.id } });
+    await waitFor(() => receiver.received.length === 1);
+    const [got] = receiver.received;
+    // The secret before the retry, the one the lost answer held and whichever of the two came last all verify.
+    for (const secret of [first, second, third]) expect(() => new Webhook(secret).verify(got!.body, got!.headers as Record<string, string>)).not.toThrow();
+    // The secret the endpoint was created with stopped once three newer ones signed: three sign at most.
+    expect(String(got!.headers['webhook-signature']).split(' ')).toHaveLength(3);
+    // No overlap: every earlier secret stops at once.
+    const alone = await rotate(0);
+    await call('events.webhook.test', p, { params: { webhook_id: hook.id } });
+    await waitFor(() => receiver.received.length === 2);
+    expect(String(receiver.received[1]!.headers['webhook-signature']).split(' ')).toHaveLength(1);
+    expect(() => new Webhook(alone).verify(receiver.received[1]!.body, receiver.received[1]!.headers as Record<string, string>)).not.toThrow();
+  });
+
   it('pages the delivery log newest first', async () => {
     const p = partner([]);
     const hook = await createHook(p, receiver.url, ['device.removed']);

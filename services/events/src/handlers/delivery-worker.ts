@@ -134,8 +134,12 @@ export class DeliveryWorker {
     }
     const at = new Date();
     const secrets = [openSecret(secretsKey, delivery.webhookId, delivery.secret)];
-    if (delivery.previousSecret && delivery.previousExpiresAt && delivery.previousExpiresAt > at) {
-      secrets.push(openSecret(secretsKey, delivery.webhookId, delivery.previousSecret));
+    // Earlier secrets sign beside the current one until each one's expiry (rotations).
+    for (const [sealed, expiresAt] of [
+      [delivery.previousSecret, delivery.previousExpiresAt],
+      [delivery.olderSecret, delivery.olderExpiresAt],
+    ] as const) {
+      if (sealed && expiresAt && expiresAt > at) secrets.push(openSecret(secretsKey, delivery.webhookId, sealed));
     }
     const body = JSON.stringify(inEnvelopeOrder(delivery.event as Record<string, unknown>));
     const outcome = await client.post(delivery.url, deliveryHeaders(secrets, delivery.eventId, at, body), body);

@@ -18,7 +18,7 @@ import { hostAllowed } from '../http/receiver-client';
 import type { StreamTickets } from '../http/stream-server';
 import { findDelivery, insertDelivery, listDeliveries, releaseHeldDeliveries, requeueDelivery, type DeliveryState } from '../store/deliveries';
 import type { EventsDb } from '../store/prisma';
-import { createWebhook, deleteWebhook, enableWebhook, findWebhook, listWebhooks, updateWebhook } from '../store/webhooks';
+import { createWebhook, deleteWebhook, enableWebhook, findWebhook, listWebhooks, rotateSecret, updateWebhook } from '../store/webhooks';
 
 type EventsSubject = SubjectsOf<'events'>;
 export const EVENTS_SUBJECTS: readonly EventsSubject[] = subjectsOf('events');
@@ -142,14 +142,11 @@ export function webhookHandlers(deps: WebhookDeps): ServiceHandlers<EventsSubjec
         throw new ValidationError(`invalid 'previous_expires_in_s': a whole number of seconds from 0 to ${MAX_OVERLAP_S}`);
       }
       const secret = newSigningSecret();
-      // The current secret becomes the previous one: both sign until it expires. With no overlap
-      // it stops signing now: nothing of it is kept, and the answer says so with null.
+      // The current secret becomes the previous one: both sign until it expires (a previous one
+      // still signing goes on until its own expiry: store/webhooks.ts rotateSecret). With no
+      // overlap every earlier secret stops signing now, and the answer says so with null.
       const expiresAt = overlap > 0 ? new Date(Date.now() + overlap * 1000) : null;
-      await updateWebhook(db, webhook.partnerId, webhook.id, {
-        secret: sealSecret(secretsKey, webhook.id, secret),
-        previousSecret: expiresAt ? webhook.secret : null,
-        previousExpiresAt: expiresAt,
-      });
+      if (!(await rotateSecret(db, webhook.partnerId, webhook.id, sealSecret(secretsKey, webhook.id, secret), expiresAt))) throw new NotFoundError('Webhook not found.');
       return { body: { id: webhook.id, secret, previous_secret_expires_at: expiresAt ? expiresAt.toISOString() : null } };
     },
 

@@ -48,6 +48,8 @@ export interface ClaimedDelivery {
   secret: string;
   previousSecret: string | null;
   previousExpiresAt: Date | null;
+  olderSecret: string | null;
+  olderExpiresAt: Date | null;
 }
 
 /** Stores deliveries; one already stored for the same endpoint and event (a redelivered batch) is kept as it is. */
@@ -112,7 +114,8 @@ export async function claimDue(db: EventsDb, limit: number, perEndpoint: number,
       RETURNING d.id, d.webhook_id, d.partner_id, d.event_type, d.event_id, d.event, d.attempts
     )
     SELECT l.id, l.webhook_id AS "webhookId", l.partner_id AS "partnerId", l.event_type AS "eventType", l.event_id AS "eventId", l.event, l.attempts,
-      w.url, w.secret, w.previous_secret AS "previousSecret", w.previous_expires_at AS "previousExpiresAt"
+      w.url, w.secret, w.previous_secret AS "previousSecret", w.previous_expires_at AS "previousExpiresAt",
+      w.older_secret AS "olderSecret", w.older_expires_at AS "olderExpiresAt"
     FROM leased l JOIN webhooks w ON w.id = l.webhook_id`;
 }
 

@@ -10,6 +10,8 @@ export interface WebhookRow {
   secret: string;
   previousSecret: string | null;
   previousExpiresAt: Date | null;
+  olderSecret: string | null;
+  olderExpiresAt: Date | null;
   createdAt: Date;
   updatedAt: Date;
 }
@@ -28,7 +30,7 @@ const PARTNER_LOCK = (partnerId: string) => `webhooks:${partnerId}`;
  * endpoints are counted under a lock on the partner, so two creations racing at the limit
  * cannot both pass.
  */
-export async function createWebhook(db: EventsDb, row: Omit<WebhookRow, 'createdAt' | 'updatedAt' | 'previousSecret' | 'previousExpiresAt'>, limit: number): Promise<WebhookRow | null> {
+export async function createWebhook(db: EventsDb, row: Omit<WebhookRow, 'createdAt' | 'updatedAt' | 'previousSecret' | 'previousExpiresAt' | 'olderSecret' | 'olderExpiresAt'>, limit: number): Promise<WebhookRow | null> {
   return db.$transaction(async (tx) => {
     await tx.$executeRaw`SELECT pg_advisory_xact_lock(hashtext(${PARTNER_LOCK(row.partnerId)}))`;
     if ((await tx.webhook.count({ where: { partnerId: row.partnerId } })) >= limit) return null;
@@ -52,6 +54,28 @@ export async function updateWebhook(
   patch: Partial<Pick<WebhookRow, 'url' | 'eventTypes' | 'description' | 'enabled' | 'secret' | 'previousSecret' | 'previousExpiresAt'>>,
 ): Promise<WebhookRow | null> {
   const { count } = await db.webhook.updateMany({ where: { id, partnerId }, data: { ...patch, updatedAt: new Date() } });
+  return count === 0 ? null : findWebhook(db, partnerId, id);
+}
+
+/**
+ * Rotates the signing secret in one statement: `sealed` becomes the secret, the current one the
+ * previous (signing until `previousExpiresAt`; null: it stops now), and a previous one that still
+ * signs is kept as the older one until its own expiry. So a rotation retried after its answer was
+ * lost, or two made at once (the row lock orders them, each shifting what the other left), never
+ * stops a secret a receiver may still verify with before the expiry it was given. With no overlap
+ * every earlier secret stops at once. Null when the endpoint is not the partner's.
+ */
+export async function rotateSecret(db: EventsTx, partnerId: string, id: string, sealed: string, previousExpiresAt: Date | null): Promise<WebhookRow | null> {
+  const keep = previousExpiresAt !== null;
+  const count = await db.$executeRaw`
+    UPDATE webhooks SET
+      older_secret = CASE WHEN ${keep}::boolean AND previous_expires_at > now() THEN previous_secret END,
+      older_expires_at = CASE WHEN ${keep}::boolean AND previous_expires_at > now() THEN previous_expires_at END,
+      previous_secret = CASE WHEN ${keep}::boolean THEN secret END,
+      previous_expires_at = ${previousExpiresAt}::timestamptz,
+      secret = ${sealed},
+      updated_at = now()
+    WHERE id = ${id} AND partner_id = ${partnerId}`;
   return count === 0 ? null : findWebhook(db, partnerId, id);
 }
 

@@ -233,7 +233,8 @@ export const eventRoutes: RouteDef[] = [
     summary: 'Rotate a webhook endpoint’s signing secret',
     description:
       'A new secret, shown this once. Until `previous_secret_expires_at` every delivery is signed with both secrets (two signatures in `webhook-signature`), ' +
-      'so you can switch your receiver without losing events; then only with the new one. `previous_expires_in_s: 0` retires the old secret at once.',
+      'so you can switch your receiver without losing events; then only with the new one. `previous_expires_in_s: 0` retires every earlier secret at once. ' +
+      'A rotation made while the previous secret still signs keeps it signing until its own expiry (three signatures at most), so retrying a rotation whose answer you lost never cuts off the secret your receiver still uses.',
     permission: 'webhook_manage',
     target: { subject: 'events.webhook.rotate' },
     params: { webhook_id: webhookId },
