@@ -170,6 +170,41 @@ describe('signals and sensors', () => {
     expect(ok(await call('config.device.signal', me, { device, body: { alert_signal_id: signals[0]!.id } }))).toEqual({ device_id: device.device_id, alert_signal_id: null });
   });
 
+  it('keeps both of two changes of one signal made at once, each with its own version', async () => {
+    const me = manager();
+    for (let round = 0; round < 10; round += 1) {
+      const { id } = ok(await call('config.signal.create', me, { body: { name: `Both ${round}`, entries } }), 201) as { id: number };
+      const red = { ...entries, CLEAR: solid(255, 0, 0) };
+      const [changed, renamed] = await Promise.all([
+        call('config.signal.update', me, { params: { signal_id: String(id) }, body: { entries: red } }),
+        call('config.signal.update', me, { params: { signal_id: String(id) }, body: { name: `Renamed ${round}` } }),
+      ]);
+      expect([ok(changed).version, ok(renamed).version].sort()).toEqual([2, 3]);
+      const stored = (ok(await call('config.signal.list', me)).alert_signals as Array<Record<string, unknown>>).find((s) => s.id === id);
+      expect(stored).toMatchObject({ name: `Renamed ${round}`, version: 3, entries: { CLEAR: red.CLEAR } });
+    }
+  });
+
+  it('answers a signal changed, chosen or deleted while it is deleted with 404, never a 500', async () => {
+    const me = manager();
+    const answer = (reply: ReplyEnvelope) => (reply.ok ? String(reply.status) : `${reply.error.status} ${reply.error.code}`);
+    for (let round = 0; round < 10; round += 1) {
+      const { id } = ok(await call('config.signal.create', me, { body: { name: `Going ${round}`, entries } }), 201) as { id: number };
+      const device = light();
+      const [changed, chosen, deleted, again] = await Promise.all([
+        call('config.signal.update', me, { params: { signal_id: String(id) }, body: { name: `Gone ${round}` } }),
+        call('config.device.signal', me, { device, body: { alert_signal_id: id } }),
+        call('config.signal.delete', me, { params: { signal_id: String(id) } }),
+        call('config.signal.delete', me, { params: { signal_id: String(id) } }),
+      ]);
+      expect(['200', '404 not_found']).toContain(answer(changed));
+      expect(['200', '404 not_found']).toContain(answer(chosen));
+      expect([answer(deleted), answer(again)].sort()).toEqual(['204', '404 not_found']);
+      // A light that chose the signal before the deletion went back to the default with it.
+      expect(ok(await call('config.device.get', me, { device })).alert_signal_id).toBeNull();
+    }
+  });
+
   it('attaches once, reports the configuration, and answers 404 for sensors not attached and profiles not visible', async () => {
     const me = manager();
     const device = light();

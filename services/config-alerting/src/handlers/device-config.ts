@@ -10,7 +10,7 @@ import { orgNodeInScope, parentVisibleWithoutPath, type OrgNodeView } from '../d
 import { ConflictError, NotFoundError, ValidationError, type HandlerContext, type HandlerResult } from '@fleet/service-kit';
 import { isSensorId, LABEL_MAX } from '../domain/sensor-id';
 import { alertLevelOf, attachSensor, chooseSignal, chosenSignal, detachSensor, isAttached, markForWrite, sensorsOf, updateSensor } from '../store/devices';
-import { defaultProfile, holdUsableProfile, profilesById, visibleSignal } from '../store/documents';
+import { defaultProfile, holdUsableProfile, holdVisibleSignal, profilesById } from '../store/documents';
 import type { ConfigDb, ConfigTx } from '../store/prisma';
 import { bodyOf, deviceOf, lightOf, nullableId, onlyFields, principalOf } from './envelope';
 
@@ -141,7 +141,7 @@ export async function setSignal(db: ConfigDb, req: RequestEnvelope, ctx: Handler
   const chosen = await transactionBy(db, ctx, async (tx) => {
     let signalId = requested;
     if (signalId !== null) {
-      const signal = await visibleSignal(tx, ownerId, signalId);
+      const signal = await holdVisibleSignal(tx, ownerId, signalId);
       if (!signal) throw new NotFoundError('Alert signal not found.');
       // The default signal's id means the default, as null does.
       if (signal.isDefault) signalId = null;

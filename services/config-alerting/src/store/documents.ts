@@ -140,14 +140,31 @@ export async function visibleSignals(db: ConfigTx, ownerId: string): Promise<Sig
   return (await db.signal.findMany({ where: visibleTo(ownerId), orderBy: { id: 'asc' } })).map(asSignal);
 }
 
-export async function visibleSignal(db: ConfigTx, ownerId: string, id: number): Promise<SignalRow | null> {
+/**
+ * A signal the partner may choose for a light (global or own), held (FOR KEY SHARE) until the
+ * transaction ends, as holdUsableProfile holds a profile: a deletion meanwhile either commits
+ * first (the signal is then not found, 404) or waits and finds the light's choice to undo,
+ * never a 500 from the foreign key.
+ */
+export async function holdVisibleSignal(tx: ConfigTx, ownerId: string, id: number): Promise<SignalRow | null> {
   if (namesNoRow(id)) return null;
-  const s = await db.signal.findFirst({ where: { id, ...visibleTo(ownerId) } });
+  const held = await tx.$queryRaw<Array<{ id: number }>>`
+    SELECT id FROM signals WHERE id = ${id} AND (owner_id IS NULL OR owner_id = ${ownerId}) FOR KEY SHARE`;
+  if (held.length === 0) return null;
+  const s = await tx.signal.findFirst({ where: { id, ...visibleTo(ownerId) } });
   return s ? asSignal(s) : null;
 }
 
+/**
+ * The partner's own signal, locked (FOR UPDATE) for its change or deletion until the transaction
+ * ends, as ownProfile locks a profile: two changes of one signal follow each other (each reads
+ * what the other wrote, each its own version), and a change or deletion that finds the signal
+ * deleted meanwhile is 404, never a 500.
+ */
 export async function ownSignal(tx: ConfigTx, ownerId: string, id: number): Promise<SignalRow | null> {
   if (namesNoRow(id)) return null;
+  const locked = await tx.$queryRaw<Array<{ id: number }>>`SELECT id FROM signals WHERE id = ${id} AND owner_id = ${ownerId} FOR UPDATE`;
+  if (locked.length === 0) return null;
   const s = await tx.signal.findFirst({ where: { id, ownerId } });
   return s ? asSignal(s) : null;
 }
