@@ -11,6 +11,14 @@ export interface PrismaClientOptions {
    * for settings a service needs on all its queries, whatever the server's defaults.
    */
   startupOptions?: string;
+  /**
+   * Bounds on waiting for the database (node-postgres waits forever by default): for a new
+   * connection, and for a query's answer. A database that accepts connections but does not
+   * answer (a paused process, a partition) then fails the query, and the pool drops that
+   * connection, instead of leaving the caller waiting.
+   */
+  connectionTimeoutMs?: number;
+  queryTimeoutMs?: number;
 }
 
 /**
@@ -24,7 +32,13 @@ export function createPrismaClient<T>(
 ): T {
   const schema = opts.schema ?? schemaOf(databaseUrl);
   const adapter = new PrismaPg(
-    { connectionString: pgConnectionString(databaseUrl), ...(opts.max !== undefined ? { max: opts.max } : {}), ...(opts.startupOptions !== undefined ? { options: opts.startupOptions } : {}) },
+    {
+      connectionString: pgConnectionString(databaseUrl),
+      ...(opts.max !== undefined ? { max: opts.max } : {}),
+      ...(opts.startupOptions !== undefined ? { options: opts.startupOptions } : {}),
+      ...(opts.connectionTimeoutMs !== undefined ? { connectionTimeoutMillis: opts.connectionTimeoutMs } : {}),
+      ...(opts.queryTimeoutMs !== undefined ? { query_timeout: opts.queryTimeoutMs } : {}),
+    },
     schema !== undefined ? { schema } : undefined,
   );
   return new ClientClass({ adapter });

@@ -13,45 +13,80 @@ export interface CuttableDatabase {
   url: string;
   /** Drops every open connection and refuses new ones, as a stopped Postgres does. */
   cut(): void;
-  /** Accepts connections again. */
+  /**
+   * Keeps every connection open, and takes new ones, but passes nothing either way until
+   * restored, as a paused server (or a partition) does: a client sees no error, only silence.
+   */
+  stall(): void;
+  /** Accepts connections again, and passes what a stall held back. */
   restore(): void;
   close(): Promise<void>;
 }
 
-/** A proxy on a free local port in front of the database at `databaseUrl`. */
-export async function cuttableDatabase(databaseUrl: string): Promise<CuttableDatabase> {
-  const target = new URL(databaseUrl);
-  const sockets = new Set<net.Socket>();
+/**
+ * A proxy on a free local port in front of the server at `serverUrl` (a database URL, or any
+ * URL with a host and port: Redis, NATS).
+ */
+export async function cuttableDatabase(serverUrl: string): Promise<CuttableDatabase> {
+  const target = new URL(serverUrl);
+  const pairs = new Set<{ client: net.Socket; upstream: net.Socket }>();
   let open = true;
+  let stalled = false;
+  const flow = (pair: { client: net.Socket; upstream: net.Socket }) => {
+    pair.client.pipe(pair.upstream);
+    pair.upstream.pipe(pair.client);
+  };
+  const hold = ({ client, upstream }: { client: net.Socket; upstream: net.Socket }) => {
+    client.unpipe(upstream);
+    upstream.unpipe(client);
+    client.pause();
+    upstream.pause();
+  };
   const server = net.createServer((client) => {
     if (!open) return void client.destroy();
     const upstream = net.connect(Number(target.port || 5432), target.hostname);
+    const pair = { client, upstream };
+    pairs.add(pair);
     for (const s of [client, upstream]) {
-      sockets.add(s);
-      s.on('close', () => sockets.delete(s));
+      s.on('close', () => pairs.delete(pair));
       s.on('error', () => {
         client.destroy();
         upstream.destroy();
       });
     }
-    client.pipe(upstream).pipe(client);
+    if (stalled) hold(pair);
+    else flow(pair);
   });
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const proxied = new URL(databaseUrl);
+  const proxied = new URL(serverUrl);
   proxied.hostname = '127.0.0.1';
   proxied.port = String((server.address() as net.AddressInfo).port);
+  const destroyAll = () => {
+    for (const { client, upstream } of pairs) {
+      client.destroy();
+      upstream.destroy();
+    }
+  };
   return {
     url: proxied.toString(),
     cut: () => {
       open = false;
-      for (const s of sockets) s.destroy();
+      destroyAll();
+    },
+    stall: () => {
+      if (stalled) return;
+      stalled = true;
+      for (const pair of pairs) hold(pair);
     },
     restore: () => {
       open = true;
+      if (!stalled) return;
+      stalled = false;
+      for (const pair of pairs) flow(pair);
     },
     close: async () => {
       open = false;
-      for (const s of sockets) s.destroy();
+      destroyAll();
       await new Promise<void>((resolve) => server.close(() => resolve()));
     },
   };

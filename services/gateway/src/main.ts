@@ -2,7 +2,7 @@ import fs from 'node:fs';
 import http from 'node:http';
 import https from 'node:https';
 import type { AddressInfo } from 'node:net';
-import { Redis } from 'ioredis';
+import { openGatewayRedis } from './store/redis';
 import { ensureDatabase, migrate } from '@fleet/db';
 import { applyHeapSettings, ServiceRuntime } from '@fleet/service-kit';
 import { AuthChangeListener } from './auth/change-listener';
@@ -20,9 +20,7 @@ import { openGatewayDb } from './store/prisma';
 async function main(): Promise<void> {
   const config = readGatewayConfig();
   applyHeapSettings({ growingPercent: config.GATEWAY_HEAP_GROWING_PERCENT, minorGcTriggerPercent: config.GATEWAY_MINOR_GC_TRIGGER_PERCENT });
-  // Auto-pipelining sends the commands of concurrent requests in one write: every request
-  // spends from a Redis rate-limit window, so this is the gateway's hottest path.
-  const redis = new Redis(config.REDIS_URL, { maxRetriesPerRequest: 1, enableOfflineQueue: false, lazyConnect: true, enableAutoPipelining: true });
+  const redis = openGatewayRedis(config.REDIS_URL);
   const runtime = await ServiceRuntime.start({
     service: 'gateway',
     config,

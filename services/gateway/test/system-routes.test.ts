@@ -20,7 +20,7 @@ const sent: RequestEnvelope[] = [];
 
 /** The owner's file server as the gateway sees it: counts what arrives, answers like system-files. */
 let received = 0;
-let answerEarly: { status: number; code: string } | undefined;
+let answerEarly: { status: number; code: string; retryAfter?: string } | undefined;
 let uploadServer: http.Server;
 let uploadUrl = '';
 
@@ -42,10 +42,10 @@ beforeAll(async () => {
     const hash = createHash('sha256');
     let size = 0;
     if (answerEarly) {
-      const { status, code } = answerEarly;
+      const { status, code, retryAfter } = answerEarly;
       // As system-files refuses: Connection: close, the rest of the body left unread.
       closeGently(req.socket, { graceMs: 2000, drain: false });
-      res.writeHead(status, { 'content-type': 'application/json', connection: 'close' });
+      res.writeHead(status, { 'content-type': 'application/json', connection: 'close', ...(retryAfter ? { 'retry-after': retryAfter } : {}) });
       res.end(JSON.stringify({ error: 'no', code, request_id: req.headers['x-request-id'] }));
       return;
     }
@@ -195,6 +195,16 @@ describe('uploads', () => {
       const answer = await rawPost(`/v1/system/files`, key, 1024 * 1024, 16 * 1024, true);
       expect([answer.status, answer.body.code]).toEqual([413, 'payload_too_large']);
       expect(answer.sentBeforeAnswer).toBeLessThan(1024 * 1024);
+    } finally {
+      answerEarly = undefined;
+    }
+  });
+
+  it('relays the Retry-After of the owner’s 503 (its store out of reach)', async () => {
+    answerEarly = { status: 503, code: 'service_unavailable', retryAfter: '1' };
+    try {
+      const res = await fetch(`${gw.url}/v1/system/files`, { method: 'POST', headers: { Authorization: `Bearer ${key}` }, body: form(Buffer.alloc(10)) });
+      expect([res.status, res.headers.get('retry-after')]).toEqual([503, '1']);
     } finally {
       answerEarly = undefined;
     }

@@ -96,6 +96,8 @@ export const CHANGELOG: readonly ChangelogEntry[] = [
       'Meter records: a late record changes `flags.energy_reset` of the records after it up to the first that read the counter (a reset behind records without a reading was judged against the old reading); the `quarantine_reason` description no longer names reasons of payloads that are never listed.',
       'Webhooks: a secret rotation made while the previous secret still signs keeps it signing until its own expiry (a delivery then carries up to three signatures), so a rotation retried after its answer was lost, or two made at once, no longer cuts off the secret a receiver still verifies with; `previous_expires_in_s: 0` retires every earlier secret at once.',
       'Alert signals: two changes of one signal made at once both take effect, each answered with its own `version` (one could be lost, both answered the same version); a change, a choice for a light or a second deletion of a signal being deleted is 404 `not_found` (it could be 500 `internal_error`).',
+      'A platform store that stalls (accepts connections but answers nothing) makes a request 503 `service_unavailable` with `Retry-After` within a few seconds; it could be left without an answer.',
+      'Platform file upload: a 503 carries `Retry-After`, as every 503 does.',
       'Machine-readable description at `/openapi.json` (OpenAPI 3.1, document version 1.0.0), the quick-start guide at `/docs`, the full reference at `/docs_adv` and this changelog.',
     ],
   },

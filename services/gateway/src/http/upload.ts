@@ -71,6 +71,8 @@ function pipeTo(url: string, req: Request, res: Response, requestId: string, log
           return;
         }
         if (typeof answer.headers.location === 'string') res.setHeader('Location', answer.headers.location);
+        // A 503 (or 429) of the file server says when to retry, as every such answer of the gateway does.
+        if (typeof answer.headers['retry-after'] === 'string') res.setHeader('Retry-After', answer.headers['retry-after']);
         if (req.complete) {
           res.status(status).json(body);
         } else {

@@ -1,6 +1,6 @@
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { Redis } from 'ioredis';
+import type { Redis } from 'ioredis';
 import { dropDatabase, ensureDatabase, migrate } from '@fleet/db';
 import { Bus, createLogger } from '@fleet/service-kit';
 import { cuttableDatabase, databaseUrl, testEnv, uniqueId, waitFor, type CuttableDatabase } from '@fleet/test-kit';
@@ -14,6 +14,7 @@ import { MIGRATIONS_DIR } from '../../src/migrations';
 import type { RouteDef } from '../../src/routes/types';
 import { findKey } from '../../src/store/partners';
 import { openGatewayDb, type GatewayDb } from '../../src/store/prisma';
+import { openGatewayRedis } from '../../src/store/redis';
 
 export interface TestGateway {
   url: string;
@@ -23,6 +24,8 @@ export interface TestGateway {
   unique: string;
   /** With `cuttableDatabase`: the proxy between the gateway and its database (staff commands bypass it). */
   proxy?: CuttableDatabase;
+  /** With `cuttableRedis`: the proxy between the gateway and Redis. */
+  redisProxy?: CuttableDatabase;
   /** Runs a staff command exactly as the admin CLI does. */
   admin(...argv: string[]): Promise<Record<string, unknown>>;
   /** A partner and one key for it. */
@@ -37,7 +40,7 @@ export interface TestGateway {
 export async function startTestGateway(
   routes: RouteDef[],
   env: Record<string, string> = {},
-  options: { cuttableDatabase?: boolean } & Pick<GatewayParts, 'streams' | 'streamTimeouts'> = {},
+  options: { cuttableDatabase?: boolean; cuttableRedis?: boolean } & Pick<GatewayParts, 'streams' | 'streamTimeouts'> = {},
 ): Promise<TestGateway> {
   const unique = uniqueId('gw');
   const dbUrl = databaseUrl(`fleet_test_${unique}`);
@@ -49,7 +52,10 @@ export async function startTestGateway(
   const db = openGatewayDb(dbUrl);
   const gatewayDb = proxy ? openGatewayDb(gatewayDbUrl) : db;
   const logger = createLogger('gateway-test', process.env.TEST_LOG_LEVEL ?? 'silent');
-  const redis = new Redis(testEnv.redisUrl, { maxRetriesPerRequest: 1 });
+  const redisProxy = options.cuttableRedis ? await cuttableDatabase(testEnv.redisUrl) : undefined;
+  // Built and connected as main.ts does (its command timeout included).
+  const redis = openGatewayRedis(redisProxy?.url ?? testEnv.redisUrl);
+  await redis.connect();
   // Its own subject prefix: the test serves the registry's and its routes' subjects on it.
   const bus = await Bus.connect({ servers: testEnv.natsUrl, service: `gateway-${unique}`, logger, requestTimeoutMs: 1000, subjectPrefix: `${unique}.` });
   const authenticator = new Authenticator((prefix) => findKey(gatewayDb, prefix), () => listener.live);
@@ -97,6 +103,7 @@ export async function startTestGateway(
     redis,
     unique,
     ...(proxy ? { proxy } : {}),
+    ...(redisProxy ? { redisProxy } : {}),
     admin,
     async partner(flags = []) {
       const created = await admin('partner', 'create', '--name', `Partner ${uniqueId()}`, ...flags);
@@ -114,6 +121,7 @@ export async function startTestGateway(
       if (gatewayDb !== db) await gatewayDb.$disconnect();
       await db.$disconnect();
       await proxy?.close();
+      await redisProxy?.close();
       await dropDatabase(dbUrl);
     },
   };
