@@ -108,6 +108,8 @@ beforeAll(async () => {
     record('poke', req);
     // `{"known": true}`: a request the owner recognises as one already made (as system-files does a file push's key after 24 hours).
     if ((req.body as { known?: boolean } | undefined)?.known) return { status: 200, body: { device: req.device?.device_id, n: (calls.poke ?? []).length }, unspent: true as const };
+    // `{"slow": true}`: the command goes out, but the answer comes after the caller stopped waiting.
+    if ((req.body as { slow?: boolean } | undefined)?.slow) await new Promise((resolve) => setTimeout(resolve, 2500));
     return { status: 202, body: { device: req.device?.device_id, n: (calls.poke ?? []).length } };
   });
   gw.bus.serve(subject('label'), async (req) => (record('label', req), { status: 204 }));
@@ -505,6 +507,18 @@ describe('request window and limit classes in one round trip', () => {
     const again = await call(gw.url, 'PATCH', `/v1/devices/${device}/label`, { key: p.key, body: { name: 'n' } });
     expect([again.status, again.body.code, again.headers.get('ratelimit-remaining')]).toEqual([429, 'rate_limited', '0']);
     expect(Number(again.headers.get('retry-after'))).toBeGreaterThan(0);
+  });
+
+  it('keeps the device command spent by a request whose outcome is unknown (no answer in time): the limit is never passed', async () => {
+    const p = await gw.partner(['--permissions', 'raw_commands', '--grant', '32', '--device-commands-per-min', '1']);
+    const device = light(32);
+    const before = (calls.poke ?? []).length;
+    const unknown = await call(gw.url, 'POST', `/v1/devices/${device}/pokes`, { key: p.key, body: { slow: true } });
+    expect([unknown.status, unknown.body.code]).toEqual([503, 'service_unavailable']);
+    // The owner did take it: the command may have reached the device.
+    expect((calls.poke ?? []).length).toBe(before + 1);
+    const next = await call(gw.url, 'POST', `/v1/devices/${device}/pokes`, { key: p.key });
+    expect([next.status, next.body.code]).toEqual([429, 'rate_limited']);
   });
 
   it('does not spend the device command limit of a request the full request window refused', async () => {

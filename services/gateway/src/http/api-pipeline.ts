@@ -1,6 +1,6 @@
 import type { Request, Response } from 'express';
 import type { DeviceSummary, Principal } from '@fleet/contracts';
-import { ApiError, JsonBody, NotFoundError, RateLimitedError, ServiceUnavailableError, UnauthorizedError, ValidationError, fromEnvelopeError, warnIfFails, type Bus, type Logger } from '@fleet/service-kit';
+import { ApiError, JsonBody, NotDeliveredError, NotFoundError, RateLimitedError, ServiceUnavailableError, UnauthorizedError, ValidationError, fromEnvelopeError, warnIfFails, type Bus, type Logger } from '@fleet/service-kit';
 import { bearerToken, type Authenticator } from '../auth/authenticator';
 import { accountBody } from '../handlers/account';
 import { isValidIdempotencyKey, requestFingerprint, type BeginResult, type IdempotencyStore, type StoredResponse } from '../idempotency';
@@ -355,7 +355,9 @@ async function runRoute(
   const waits = changes ? { outcomeGraceMs: deps.outcomeGraceMs ?? 0, commitWaitMs: deps.commitWaitMs ?? 0 } : {};
   // Relayed: a body the owning service wrote as JSON text is written to the partner as it is.
   const reply = await deps.bus.relay(route.target.subject, envelope, waits).catch(async (err: unknown) => {
-    if (spent) await refund(deps, spent, requestId);
+    // Only a request nobody received is known not to have happened. One that got no answer in
+    // time may have (a command published, its reply lost): it stays spent, so the limits hold.
+    if (spent && err instanceof NotDeliveredError) await refund(deps, spent, requestId);
     throw err;
   });
   if (!reply.ok) {
