@@ -334,6 +334,40 @@ describe('evaluation and automation', () => {
     }
   }, 60_000);
 
+  it('reads the automation switch again before each group of writes: turned off meanwhile, the lights left are not written', async () => {
+    const me = manager();
+    const devices = Array.from({ length: 20 }, () => light());
+    const ids = devices.map((d) => d.device_id);
+    const automation = (on: boolean) => {
+      for (const id of ids) registry.described.set(id, { ...registry.described.get(id)!, automation_enabled: on });
+    };
+    automation(false);
+    for (const device of devices) ok(await call('config.sensor.attach', me, { device, body: { tdl_id: 'probe' } }), 201);
+    // Evaluated while automation is off: each light's entry is due, none written.
+    const evaluating = cycle();
+    evaluating.start();
+    try {
+      await waitFor(async () => (await testDb.db.alertState.count({ where: { deviceId: { in: ids } } })) === ids.length, { timeoutMs: 10_000, what: 'every light evaluated' });
+    } finally {
+      await evaluating.stop();
+    }
+    automation(true);
+    // The partners turn automation off just as the first write goes out.
+    const inner = new LightClient(bus, { timeoutMs: 1000, logger });
+    let writes = 0;
+    const switchingOff: AutomationWriter = {
+      writeAutomation: async (ctx, deviceId, payload) => {
+        writes += 1;
+        if (writes === 1) automation(false);
+        return inner.writeAutomation(ctx, deviceId, payload);
+      },
+    };
+    const writer = cycle({ lights: switchingOff });
+    // The group in flight (16) goes out; the four after it are not written.
+    expect(await writer.writeDue(ids, writer.cycleAt(new Date()))).toBe(16);
+    expect(writes).toBe(16);
+  }, 30_000);
+
   it('writes the chosen signal when it is chosen while a cycle writes the entry it read before', async () => {
     const me = manager();
     const device = light();

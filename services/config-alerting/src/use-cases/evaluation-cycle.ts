@@ -46,6 +46,7 @@ export interface CycleDeps {
 }
 
 const HOUR_MS = 3_600_000;
+/** Automation writes sent at once; the automation switch is read again before each such group. */
 const WRITES_IN_FLIGHT = 16;
 
 class LeaseLost extends Error {}
@@ -201,25 +202,37 @@ export class EvaluationCycle {
       if (!payloads.has(signal.id)) payloads.set(signal.id, payloadsOf(signal.entries));
       return payloads.get(signal.id)![signalKeyOf(level)];
     };
-    const writable = due.filter((d) => {
-      const device = described.get(d.deviceId);
+    const automated = (d: evaluation.WriteCandidate, devices: Map<string, { product: string | null; automation_enabled: boolean }>) => {
+      const device = devices.get(d.deviceId);
       return device !== undefined && device.product === 'light' && device.automation_enabled;
-    });
-    let next = 0;
+    };
     const written: evaluation.WrittenLight[] = [];
-    const worker = async () => {
-      while (next < writable.length) {
-        const d = writable[next++]!;
-        const payload = payloadOf(d.signalId, d.level);
-        try {
-          const sent = await lights.writeAutomation(call(), d.deviceId, payload);
-          written.push({ deviceId: d.deviceId, level: d.level, payload, at: new Date(sent.sent_at), requests: d.requests });
-        } catch (err) {
-          logger.warn({ device_id: d.deviceId, err: (err as Error).message }, 'automation write failed; the next cycle retries');
-        }
+    const write = async (d: evaluation.WriteCandidate) => {
+      const payload = payloadOf(d.signalId, d.level);
+      try {
+        const sent = await lights.writeAutomation(call(), d.deviceId, payload);
+        written.push({ deviceId: d.deviceId, level: d.level, payload, at: new Date(sent.sent_at), requests: d.requests });
+      } catch (err) {
+        logger.warn({ device_id: d.deviceId, err: (err as Error).message }, 'automation write failed; the next cycle retries');
       }
     };
-    await Promise.all(Array.from({ length: Math.min(WRITES_IN_FLIGHT, writable.length) }, worker));
+    // WRITES_IN_FLIGHT at a time. Before each group after the first, the switch is read again:
+    // a partner who turns automation off (and then commands light1 itself) is overwritten by
+    // at most the group in flight, however many writes the shard has due.
+    const writable = due.filter((d) => automated(d, described));
+    for (let from = 0; from < writable.length; from += WRITES_IN_FLIGHT) {
+      let group = writable.slice(from, from + WRITES_IN_FLIGHT);
+      if (from > 0) {
+        try {
+          const current = new Map((await registry.lookupDevices(call(), group.map((d) => d.deviceId))).map((d) => [d.device_id, d]));
+          group = group.filter((d) => automated(d, current));
+        } catch (err) {
+          logger.warn({ err: (err as Error).message, left: writable.length - from }, 'reading the automation switch failed; the writes left wait for the next cycle');
+          break;
+        }
+      }
+      await Promise.all(group.map(write));
+    }
     // Recorded together once the shard's writes are over; should the replica stop before that,
     // the next cycle sends the same payloads again, which leaves the lights as they are.
     await evaluation.recordWrites(db, written);

@@ -99,6 +99,7 @@ export const CHANGELOG: readonly ChangelogEntry[] = [
       'A platform store that stalls (accepts connections but answers nothing) makes a request 503 `service_unavailable` with `Retry-After` within a few seconds; it could be left without an answer.',
       'Platform file upload: a 503 carries `Retry-After`, as every 503 does.',
       'A command or destructive operation answered 503 because its answer did not come in time (it may have reached the device) still counts against the device command limits and the destructive ceiling, so they are never passed; one refused or never received is not counted, as before.',
+      'Temperature automation: turning automation off while an evaluation cycle writes many lights stops the writes still to come at once (they could go on for a while and overwrite a light1 command sent just after).',
       'Machine-readable description at `/openapi.json` (OpenAPI 3.1, document version 1.0.0), the quick-start guide at `/docs`, the full reference at `/docs_adv` and this changelog.',
     ],
   },
