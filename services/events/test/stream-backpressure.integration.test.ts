@@ -5,7 +5,6 @@
  * an idle stream. The gateway's `gateway.partner.access` and the registry are stood in for.
  */
 import http from 'node:http';
-import { JSONCodec } from 'nats';
 import { newPartnerEvent, partnerEventSubject, type PartnerEventType, type Permission, type Principal } from '@fleet/contracts';
 import { RegistryClient } from '@fleet/registry-client';
 import { Bus, ensureStream, eventStreamPlan, PARTNER_EVENTS_STREAM, publishDurable } from '@fleet/service-kit';
@@ -13,9 +12,8 @@ import { randomDeviceId, RegistryStandIn, waitFor } from '@fleet/test-kit';
 import { DevicePlaces } from '../src/access/device-places';
 import { PartnerAccessDirectory } from '../src/access/partner-access';
 import { StreamServer } from '../src/http/stream-server';
-import { connectBus, createTestDb, logger, principal, startPrivateNats, type PrivateNats, type TestDb } from './support';
+import { connectBus, createTestDb, logger, principal, startPrivateNats, type PrivateNats, type TestDb, serveGatewayAccess, type PartnerAccessTable } from './support';
 
-const codec = JSONCodec();
 /** Events of 10 KB: a few hundred of them fill what the sockets between the stream and its reader hold. */
 const LINE = 'x'.repeat(10_000);
 const BURST = 3000;
@@ -27,7 +25,7 @@ let registry: RegistryStandIn;
 let server: StreamServer;
 let chatty: StreamServer;
 /** What gateway.partner.access answers, by partner id. */
-const partners = new Map<string, { permissions: Permission[]; org_grants: number[] }>();
+const partners: PartnerAccessTable = new Map();
 const readers: http.ClientRequest[] = [];
 
 beforeAll(async () => {
@@ -35,13 +33,7 @@ beforeAll(async () => {
   testDb = await createTestDb();
   bus = await connectBus(nats.url);
   registry = new RegistryStandIn(bus.connection);
-  bus.connection.subscribe('gateway.partner.access', {
-    callback: (_err, msg) => {
-      const ids = (codec.decode(msg.data) as { body: { partner_ids: string[] } }).body.partner_ids;
-      const body = { partners: ids.flatMap((id) => (partners.has(id) ? [{ partner_id: id, ...partners.get(id)! }] : [])) };
-      msg.respond(codec.encode({ ok: true, status: 200, body }));
-    },
-  });
+  serveGatewayAccess(bus.connection, partners);
   await ensureStream(await bus.connection.jetstreamManager(), eventStreamPlan(PARTNER_EVENTS_STREAM), logger);
   const timeouts = { cacheMs: 0, timeoutMs: 2000 };
   const access = new PartnerAccessDirectory(bus, timeouts);

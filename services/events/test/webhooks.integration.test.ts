@@ -5,7 +5,6 @@
  * `gateway.partner.access` and the registry are stood in for.
  */
 import http from 'node:http';
-import { JSONCodec } from 'nats';
 import { Webhook } from 'standardwebhooks';
 import { newPartnerEvent, partnerEventSubject, type PartnerEventType, type Permission, type Principal, type ReplyEnvelope } from '@fleet/contracts';
 import { RegistryClient } from '@fleet/registry-client';
@@ -20,9 +19,8 @@ import { serveEvents } from '../src/handlers/webhooks';
 import { insertDeliveries } from '../src/store/deliveries';
 import { ReceiverClient } from '../src/http/receiver-client';
 import { StreamServer } from '../src/http/stream-server';
-import { connectBus, createTestDb, logger, principal, startPrivateNats, type PrivateNats, type TestDb } from './support';
+import { connectBus, createTestDb, logger, principal, startPrivateNats, type PrivateNats, type TestDb, serveGatewayAccess, type PartnerAccessTable } from './support';
 
-const codec = JSONCodec();
 const KEY = Buffer.alloc(32, 3);
 
 /** The events a receiver got, parsed, in arrival order. */
@@ -38,20 +36,14 @@ let streams: StreamServer;
 let client: ReceiverClient;
 const fanoutDurable = uniqueId('fanout');
 /** What gateway.partner.access answers, by partner id. */
-const partners = new Map<string, { permissions: Permission[]; org_grants: number[] }>();
+const partners: PartnerAccessTable = new Map();
 
 beforeAll(async () => {
   nats = await startPrivateNats();
   testDb = await createTestDb();
   bus = await connectBus(nats.url);
   registry = new RegistryStandIn(bus.connection);
-  bus.connection.subscribe('gateway.partner.access', {
-    callback: (_err, msg) => {
-      const ids = (codec.decode(msg.data) as { body: { partner_ids: string[] } }).body.partner_ids;
-      const body = { partners: ids.flatMap((id) => (partners.has(id) ? [{ partner_id: id, ...partners.get(id)! }] : [])) };
-      msg.respond(codec.encode({ ok: true, status: 200, body }));
-    },
-  });
+  serveGatewayAccess(bus.connection, partners);
   await ensureStream(await bus.connection.jetstreamManager(), eventStreamPlan(PARTNER_EVENTS_STREAM), logger);
   const timeouts = { cacheMs: 0, timeoutMs: 2000 };
   const access = new PartnerAccessDirectory(bus, timeouts);
@@ -358,15 +350,11 @@ describe('the delivery log and the endpoint’s state', () => {
   });
 
   it('sets delivered_at to when the receiver answered, not when the attempt started', async () => {
-    const held: http.ServerResponse[] = [];
-    const slow = http.createServer((req, res) => {
-      req.resume();
-      req.on('end', () => held.push(res));
-    });
-    await new Promise<void>((resolve) => slow.listen(0, '127.0.0.1', () => resolve()));
+    const slow = await holdingReceiver();
+    const { held } = slow;
     try {
       const p = partner([]);
-      const hook = await createHook(p, `http://127.0.0.1:${(slow.address() as { port: number }).port}/hook`, ['device.removed']);
+      const hook = await createHook(p, slow.url, ['device.removed']);
       await call('events.webhook.test', p, { params: { webhook_id: hook.id } });
       await waitFor(() => held.length === 1, { what: 'the attempt to reach the receiver' });
       const arrived = Date.now();
@@ -382,26 +370,16 @@ describe('the delivery log and the endpoint’s state', () => {
       expect(Date.parse(delivered.delivered_at)).toBeGreaterThan(Date.parse(delivered.last_attempt.at));
       expect(Date.parse(delivered.delivered_at)).toBe(Date.parse(delivered.last_attempt.at) + delivered.last_attempt.duration_ms);
     } finally {
-      slow.closeAllConnections();
       slow.close();
     }
   });
 
   it('redelivers a delivery asked again during an attempt after that attempt, never beside it', async () => {
-    const held: http.ServerResponse[] = [];
-    let open = 0;
-    let mostOpen = 0;
-    const slow = http.createServer((req, res) => {
-      open += 1;
-      mostOpen = Math.max(mostOpen, open);
-      res.on('finish', () => (open -= 1));
-      req.resume();
-      req.on('end', () => held.push(res));
-    });
-    await new Promise<void>((resolve) => slow.listen(0, '127.0.0.1', () => resolve()));
+    const slow = await holdingReceiver();
+    const { held } = slow;
     try {
       const p = partner([]);
-      const hook = await createHook(p, `http://127.0.0.1:${(slow.address() as { port: number }).port}/hook`, ['device.removed']);
+      const hook = await createHook(p, slow.url, ['device.removed']);
       const sent = (await call('events.webhook.test', p, { params: { webhook_id: hook.id } })) as unknown as { body: { id: string } };
       await waitFor(() => held.length === 1, { what: 'the first attempt, held by the receiver' });
       const redelivered = await call('events.delivery.redeliver', p, { params: { webhook_id: hook.id, delivery_id: sent.body.id } });
@@ -423,10 +401,9 @@ describe('the delivery log and the endpoint’s state', () => {
         return d?.state === 'succeeded' ? d : undefined;
       }, { what: 'the redelivery settled' });
       expect(settled).toMatchObject({ id: sent.body.id, attempts: 1, next_attempt_at: null, last_attempt: { status: 204 } });
-      expect(mostOpen).toBe(1);
+      expect(slow.mostOpen()).toBe(1);
       expect(held).toHaveLength(2);
     } finally {
-      slow.closeAllConnections();
       slow.close();
     }
   });
@@ -797,3 +774,27 @@ describe('live stream', () => {
     });
   });
 });
+
+/** A receiver that holds every delivery until the test answers it (`held`), counting how many were open at once. */
+async function holdingReceiver(): Promise<{ url: string; held: http.ServerResponse[]; mostOpen: () => number; close: () => void }> {
+  const held: http.ServerResponse[] = [];
+  let open = 0;
+  let mostOpen = 0;
+  const server = http.createServer((req, res) => {
+    open += 1;
+    mostOpen = Math.max(mostOpen, open);
+    res.on('finish', () => (open -= 1));
+    req.resume();
+    req.on('end', () => held.push(res));
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', () => resolve()));
+  return {
+    url: `http://127.0.0.1:${(server.address() as { port: number }).port}/hook`,
+    held,
+    mostOpen: () => mostOpen,
+    close: () => {
+      server.closeAllConnections();
+      server.close();
+    },
+  };
+}
